@@ -1,0 +1,199 @@
+//! `infergate.yaml`, schema version 1: the one source of truth for the gateway, the
+//! agent and the rendered Envoy config.
+
+mod error;
+mod routing;
+mod validate;
+#[cfg(feature = "yaml")]
+mod yaml;
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::{ConfigError, FieldPath, Location, PathSegment};
+pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig, RoutingSettings, Weights};
+pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole `infergate.yaml` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InfergateConfig {
+    /// Schema version; must be 1.
+    pub version: u32,
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+    #[serde(default)]
+    pub agent: AgentSettings,
+    #[serde(default)]
+    pub routing: RoutingSettings,
+    pub pools: Vec<PoolConfig>,
+    pub models: Vec<ModelConfig>,
+}
+
+/// Where Envoy listens and what it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySettings {
+    /// The OpenAI-compatible listener clients call.
+    #[serde(default = "GatewaySettings::default_listen")]
+    pub listen: SocketAddr,
+    /// The listener the agent pushes snapshots to. Keep it on loopback, or on an
+    /// address that only the agent can reach.
+    #[serde(default = "GatewaySettings::default_control")]
+    pub control: SocketAddr,
+    /// Envoy's admin interface.
+    #[serde(default = "GatewaySettings::default_admin")]
+    pub admin: SocketAddr,
+    /// Largest accepted request body; larger ones get an OpenAI-style 413.
+    #[serde(default = "GatewaySettings::default_max_body_bytes")]
+    pub max_body_bytes: u64,
+    /// Upstream timeout for a whole request, streaming included.
+    #[serde(default = "GatewaySettings::default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// How many times Envoy retries a failed attempt on the next ranked pod.
+    #[serde(default = "GatewaySettings::default_retries")]
+    pub retries: u32,
+}
+
+impl GatewaySettings {
+    fn default_listen() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 8080))
+    }
+    fn default_control() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9902))
+    }
+    fn default_admin() -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], 9901))
+    }
+    fn default_max_body_bytes() -> u64 {
+        8 * 1024 * 1024
+    }
+    fn default_request_timeout_ms() -> u64 {
+        300_000
+    }
+    fn default_retries() -> u32 {
+        2
+    }
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            listen: Self::default_listen(),
+            control: Self::default_control(),
+            admin: Self::default_admin(),
+            max_body_bytes: Self::default_max_body_bytes(),
+            request_timeout_ms: Self::default_request_timeout_ms(),
+            retries: Self::default_retries(),
+        }
+    }
+}
+
+/// How the metrics agent scrapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    #[serde(default = "AgentSettings::default_scrape_interval_ms")]
+    pub scrape_interval_ms: u64,
+    /// Per-pod scrape timeout; a slow pod never delays the snapshot past this.
+    #[serde(default = "AgentSettings::default_scrape_timeout_ms")]
+    pub scrape_timeout_ms: u64,
+}
+
+impl AgentSettings {
+    fn default_scrape_interval_ms() -> u64 {
+        100
+    }
+    fn default_scrape_timeout_ms() -> u64 {
+        80
+    }
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            scrape_interval_ms: Self::default_scrape_interval_ms(),
+            scrape_timeout_ms: Self::default_scrape_timeout_ms(),
+        }
+    }
+}
+
+/// Smallest and largest body limits that make sense for LLM prompts.
+pub const MAX_BODY_BYTES_RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
+
+impl InfergateConfig {
+    /// Checks everything serde cannot; the error names the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let root = FieldPath::root();
+        if self.version != SCHEMA_VERSION {
+            return Err(ConfigError::at(
+                &root.key("version"),
+                format!(
+                    "unsupported schema version {}; this build reads version {SCHEMA_VERSION}",
+                    self.version
+                ),
+            ));
+        }
+        let gateway = root.key("gateway");
+        if !MAX_BODY_BYTES_RANGE.contains(&self.gateway.max_body_bytes) {
+            return Err(ConfigError::at(
+                &gateway.key("max_body_bytes"),
+                format!(
+                    "must be between {} and {}, got {}",
+                    MAX_BODY_BYTES_RANGE.start(),
+                    MAX_BODY_BYTES_RANGE.end(),
+                    self.gateway.max_body_bytes
+                ),
+            ));
+        }
+        if self.gateway.request_timeout_ms == 0 {
+            return Err(ConfigError::at(
+                &gateway.key("request_timeout_ms"),
+                "must be greater than 0",
+            ));
+        }
+        let agent = root.key("agent");
+        if self.agent.scrape_interval_ms < 10 {
+            return Err(ConfigError::at(
+                &agent.key("scrape_interval_ms"),
+                format!("must be at least 10, got {}", self.agent.scrape_interval_ms),
+            ));
+        }
+        if self.agent.scrape_timeout_ms == 0
+            || self.agent.scrape_timeout_ms > self.agent.scrape_interval_ms * 10
+        {
+            return Err(ConfigError::at(
+                &agent.key("scrape_timeout_ms"),
+                "must be greater than 0 and at most 10 scrape intervals",
+            ));
+        }
+        validate::check_settings(&self.routing, &root.key("routing"))?;
+        validate::check_pools(&self.pools, &root.key("pools"))?;
+        validate::check_models(&self.models, &self.pools, &root.key("models"))
+    }
+
+    /// The routing part, as the filter and the snapshot carry it.
+    pub fn routing_config(&self) -> RoutingConfig {
+        RoutingConfig {
+            settings: self.routing,
+            pools: self.pools.clone(),
+            models: self.models.clone(),
+        }
+    }
+}
+
+impl RoutingConfig {
+    /// The same checks as for the file, with paths relative to this object.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let root = FieldPath::root();
+        validate::check_settings(&self.settings, &root.key("settings"))?;
+        validate::check_pools(&self.pools, &root.key("pools"))?;
+        validate::check_models(&self.models, &self.pools, &root.key("models"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+use super::*;
+
+const EXAMPLE: &str = include_str!("../../../examples/infergate.yaml");
+
+#[test]
+fn the_shipped_example_is_valid() {
+    let config = InfergateConfig::from_yaml_str(EXAMPLE, "example").unwrap();
+    assert_eq!(config.pools.len(), 2);
+    assert_eq!(config.models[1].adapter.as_deref(), Some("sql-lora"));
+    config.routing_config().validate().unwrap();
+}
+
+#[test]
+fn defaults_fill_omitted_sections() {
+    let text =
+        "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n";
+    let config = InfergateConfig::from_yaml_str(text, "t").unwrap();
+    assert_eq!(config.gateway, GatewaySettings::default());
+    assert_eq!(config.gateway.max_body_bytes, 8 * 1024 * 1024);
+    assert_eq!(config.agent.scrape_interval_ms, 100);
+}
+
+fn error_of(text: &str) -> ConfigError {
+    InfergateConfig::from_yaml_str(text, "infergate.yaml").unwrap_err()
+}
+
+#[test]
+fn unknown_field_is_reported_with_its_line() {
+    let err = error_of(
+        "version: 1\npools:\n  - name: a\n    endpoints: [127.0.0.1:1]\n    weigths: {}\nmodels: []\n",
+    );
+    assert_eq!(err.location.map(|l| l.line), Some(5), "{err}");
+    assert!(err.to_string().contains("weigths"), "{err}");
+}
+
+#[test]
+fn unknown_pool_reference_points_at_the_line_of_the_field() {
+    let text = "version: 1\npools:\n  - name: a\n    endpoints: [127.0.0.1:1]\nmodels:\n  - name: m1\n    pool: a\n  - name: m2\n    pool: b\n";
+    let err = error_of(text);
+    assert_eq!(err.path, "models[1].pool");
+    assert_eq!(err.location.map(|l| l.line), Some(9), "{err}");
+    assert!(err.to_string().starts_with("infergate.yaml:9:"), "{err}");
+    assert!(err.message.contains("unknown pool \"b\""), "{err}");
+}
+
+#[test]
+fn bad_endpoint_names_the_expected_format() {
+    let err = error_of(
+        "version: 1\npools:\n  - name: a\n    endpoints: [pod-a:8000]\nmodels: [{name: m, pool: a}]\n",
+    );
+    assert_eq!(err.location.map(|l| l.line), Some(4), "{err}");
+    assert!(err.message.contains("expected ip:port"), "{err}");
+}
+
+#[test]
+fn semantic_errors_name_the_field() {
+    let cases = [
+        (
+            "version: 2\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "version",
+        ),
+        (
+            "version: 1\npools: [{name: A, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: A}]\n",
+            "pools[0].name",
+        ),
+        (
+            "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1, 127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "pools[0].endpoints[1]",
+        ),
+        (
+            "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}, {name: m, pool: a}]\n",
+            "models[1].name",
+        ),
+        (
+            "version: 1\nrouting: {weights: {kv_cache: -1}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "routing.weights.kv_cache",
+        ),
+        (
+            "version: 1\ngateway: {max_body_bytes: 10}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "gateway.max_body_bytes",
+        ),
+        (
+            "version: 1\npools: [{name: a, endpoints: []}]\nmodels: [{name: m, pool: a}]\n",
+            "pools[0].endpoints",
+        ),
+    ];
+    for (text, path) in cases {
+        let err = error_of(text);
+        assert_eq!(err.path, path, "{err}");
+        assert!(err.location.is_some(), "no line for {err}");
+    }
+}
+
+#[test]
+fn model_names_must_be_header_safe() {
+    assert!(check_model_name("llama\r\nx-evil: 1").is_err());
+    assert!(check_model_name("").is_err());
+    assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_BYTES + 1)).is_err());
+    assert!(check_model_name("meta-llama/Llama-3.1-8B-Instruct").is_ok());
+}

@@ -1,0 +1,59 @@
+//! The filter's plugin configuration, one JSON document per role. `envoy-config`
+//! renders it and the filter parses it, so both use these types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RoutingConfig;
+
+/// The name of the shared queue that carries snapshots from the control role to the
+/// singleton.
+pub const SNAPSHOT_QUEUE: &str = "infergate.snapshots";
+/// Shared-data key of the latest snapshot bytes.
+pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
+/// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.
+pub const GENERATION_KEY: &str = "infergate.generation";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
+pub enum FilterConfig {
+    /// The main listener's HTTP filter.
+    Router(RouterRole),
+    /// The control listener's HTTP filter that admits snapshot pushes.
+    Control(ControlRole),
+    /// The bootstrap singleton that publishes snapshots to every worker.
+    Singleton,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterRole {
+    pub routing: RoutingConfig,
+    pub max_body_bytes: u64,
+    /// Add `x-infergate-decision` to responses (pool, basis, ranked endpoints).
+    #[serde(default)]
+    pub explain: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlRole {
+    /// The `vm_id` shared with the singleton, to resolve its queue.
+    pub vm_id: String,
+    /// The environment variable (exposed to the VM through `host_env_keys`) that holds
+    /// the bearer token; keeps the token out of the rendered config.
+    pub token_env: String,
+}
+
+impl FilterConfig {
+    pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
+        let config: FilterConfig = serde_json::from_slice(bytes)
+            .map_err(|e| format!("invalid plugin configuration: {e}"))?;
+        if let FilterConfig::Router(router) = &config {
+            router
+                .routing
+                .validate()
+                .map_err(|e| format!("invalid plugin configuration: routing.{e}"))?;
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,233 @@
+//! The snapshot the metrics agent pushes to every Envoy: the routing config plus what
+//! each pod last reported. One definition serves the agent (encode) and the filter
+//! (decode); it travels as MessagePack with named fields so that fields can be added.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RoutingConfig;
+use crate::endpoint::Endpoint;
+
+/// Bumped on any change a reader of the previous version would misread.
+pub const SNAPSHOT_VERSION: u32 = 1;
+/// Largest snapshot the control listener accepts.
+pub const MAX_SNAPSHOT_BYTES: usize = 4 * 1024 * 1024;
+const MAX_PODS_PER_POOL: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub version: u32,
+    /// Increases with every snapshot an agent builds.
+    pub sequence: u64,
+    /// Unix time in milliseconds when the agent built it.
+    pub created_at_ms: u64,
+    pub routing: RoutingConfig,
+    pub pools: Vec<PoolState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolState {
+    pub name: String,
+    pub pods: Vec<PodState>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodState {
+    pub address: Endpoint,
+    /// False when discovery says the pod is not ready; such a pod is never chosen.
+    pub ready: bool,
+    /// Unix ms of the last successful scrape, absent if none succeeded yet.
+    pub scraped_at_ms: Option<u64>,
+    /// What the last successful scrape said, absent if none succeeded yet.
+    pub signals: Option<PodSignals>,
+}
+
+/// An engine's metrics, normalized across engines.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodSignals {
+    /// Requests waiting for admission (vLLM `num_requests_waiting`).
+    pub waiting: f64,
+    /// Requests in the running batch.
+    pub running: f64,
+    /// KV-cache use, 0..=1.
+    pub kv_cache_usage: f64,
+    #[serde(default)]
+    pub running_adapters: Vec<String>,
+    #[serde(default)]
+    pub waiting_adapters: Vec<String>,
+    #[serde(default)]
+    pub max_loras: Option<u32>,
+    #[serde(default)]
+    pub block_size: Option<u32>,
+    #[serde(default)]
+    pub num_gpu_blocks: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
+    #[error("snapshot is not valid MessagePack for this schema: {0}")]
+    Decode(#[from] rmp_serde::decode::Error),
+    #[error(
+        "snapshot version {found} is not supported; this build reads version {SNAPSHOT_VERSION}"
+    )]
+    Version { found: u32 },
+    #[error("snapshot routing config is invalid: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("snapshot pool {pool:?} has {count} pods, more than the limit of {MAX_PODS_PER_POOL}")]
+    TooManyPods { pool: String, count: usize },
+    #[error("snapshot pod {address} has a signal that is not a finite, non-negative number")]
+    BadSignal { address: Endpoint },
+}
+
+impl Snapshot {
+    pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+        rmp_serde::to_vec_named(self)
+    }
+
+    /// Decodes and validates untrusted bytes; nothing unchecked reaches the router.
+    pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        if bytes.len() > MAX_SNAPSHOT_BYTES {
+            return Err(SnapshotError::TooLarge {
+                size: bytes.len(),
+                limit: MAX_SNAPSHOT_BYTES,
+            });
+        }
+        let snapshot: Snapshot = rmp_serde::from_slice(bytes)?;
+        snapshot.check()?;
+        Ok(snapshot)
+    }
+
+    fn check(&self) -> Result<(), SnapshotError> {
+        if self.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version {
+                found: self.version,
+            });
+        }
+        self.routing.validate()?;
+        for pool in &self.pools {
+            if pool.pods.len() > MAX_PODS_PER_POOL {
+                return Err(SnapshotError::TooManyPods {
+                    pool: pool.name.clone(),
+                    count: pool.pods.len(),
+                });
+            }
+            for pod in &pool.pods {
+                if let Some(s) = &pod.signals {
+                    let sane = |v: f64| v.is_finite() && v >= 0.0;
+                    if !(sane(s.waiting) && sane(s.running) && sane(s.kv_cache_usage)) {
+                        return Err(SnapshotError::BadSignal {
+                            address: pod.address,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn pool(&self, name: &str) -> Option<&PoolState> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ModelConfig, PoolConfig, RoutingSettings};
+
+    pub(crate) fn sample() -> Snapshot {
+        let address: Endpoint = "127.0.0.1:8001".parse().unwrap();
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            sequence: 7,
+            created_at_ms: 1_700_000_000_000,
+            routing: RoutingConfig {
+                settings: RoutingSettings::default(),
+                pools: vec![PoolConfig {
+                    name: "a".into(),
+                    engine: Default::default(),
+                    endpoints: vec![address],
+                    weights: None,
+                }],
+                models: vec![ModelConfig {
+                    name: "m".into(),
+                    pool: "a".into(),
+                    adapter: None,
+                }],
+            },
+            pools: vec![PoolState {
+                name: "a".into(),
+                pods: vec![PodState {
+                    address,
+                    ready: true,
+                    scraped_at_ms: Some(1_700_000_000_000),
+                    signals: Some(PodSignals {
+                        waiting: 2.0,
+                        running: 3.0,
+                        kv_cache_usage: 0.5,
+                        running_adapters: vec!["sql-lora".into()],
+                        ..Default::default()
+                    }),
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn messagepack_round_trip() {
+        let snapshot = sample();
+        let bytes = snapshot.encode().unwrap();
+        assert_eq!(Snapshot::decode(&bytes).unwrap(), snapshot);
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        assert!(matches!(
+            Snapshot::decode(b"\xc1garbage"),
+            Err(SnapshotError::Decode(_))
+        ));
+        assert!(Snapshot::decode(&[]).is_err());
+    }
+
+    #[test]
+    fn wrong_version_is_refused() {
+        let mut snapshot = sample();
+        snapshot.version = 99;
+        let err = Snapshot::decode(&snapshot.encode().unwrap()).unwrap_err();
+        assert!(matches!(err, SnapshotError::Version { found: 99 }));
+    }
+
+    #[test]
+    fn non_finite_signals_are_refused() {
+        let mut snapshot = sample();
+        snapshot.pools[0].pods[0]
+            .signals
+            .as_mut()
+            .unwrap()
+            .kv_cache_usage = f64::NAN;
+        assert!(matches!(
+            Snapshot::decode(&snapshot.encode().unwrap()),
+            Err(SnapshotError::BadSignal { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_routing_config_is_refused() {
+        let mut snapshot = sample();
+        snapshot.routing.models[0].pool = "missing".into();
+        assert!(matches!(
+            Snapshot::decode(&snapshot.encode().unwrap()),
+            Err(SnapshotError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn oversized_bytes_are_refused_before_decoding() {
+        let big = vec![0u8; MAX_SNAPSHOT_BYTES + 1];
+        assert!(matches!(
+            Snapshot::decode(&big),
+            Err(SnapshotError::TooLarge { .. })
+        ));
+    }
+}
