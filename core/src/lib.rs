@@ -4,6 +4,7 @@
 //! dependency, so that it is unit-tested natively, compiled into the Envoy filter, and
 //! run unchanged by the benchmark. The filter is a thin shell that moves bytes between
 //! Envoy and these types.
+#![forbid(unsafe_code)]
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -1,0 +1,102 @@
+//! Renders an Envoy bootstrap from `infergate.yaml`: the gateway listener with the
+//! router filter, the loopback control listener, the singleton, and one
+//! `override_host` cluster per pool.
+#![forbid(unsafe_code)]
+
+mod clusters;
+mod listeners;
+mod wasm;
+
+use std::path::PathBuf;
+
+use infergate_core::config::InfergateConfig;
+use serde_json::{Value, json};
+
+pub use clusters::UpstreamPolicy;
+
+/// The `vm_id` shared by the router, the control filter and the singleton: shared data
+/// and queues are scoped by it.
+pub const VM_ID: &str = "infergate";
+/// Where the control token reaches the VM: an environment variable of the Envoy
+/// process, exposed with `host_env_keys`, so it is never written into the config.
+pub const DEFAULT_TOKEN_ENV: &str = "INFERGATE_CONTROL_TOKEN";
+
+/// Which Wasm runtime Envoy runs the filter in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WasmRuntime {
+    #[default]
+    V8,
+    Wasmtime,
+    Wamr,
+}
+
+impl WasmRuntime {
+    fn extension_name(self) -> &'static str {
+        match self {
+            WasmRuntime::V8 => "envoy.wasm.runtime.v8",
+            WasmRuntime::Wasmtime => "envoy.wasm.runtime.wasmtime",
+            WasmRuntime::Wamr => "envoy.wasm.runtime.wamr",
+        }
+    }
+}
+
+/// Choices that are about this deployment rather than about routing.
+#[derive(Debug, Clone)]
+pub struct RenderOptions {
+    /// Absolute path of the built `infergate_filter.wasm`.
+    pub wasm_path: PathBuf,
+    pub runtime: WasmRuntime,
+    pub token_env: String,
+    pub upstream_policy: UpstreamPolicy,
+    /// Add `x-infergate-decision` to responses.
+    pub explain: bool,
+    /// Write an access log line per request to stdout.
+    pub access_log: bool,
+}
+
+impl RenderOptions {
+    pub fn new(wasm_path: PathBuf) -> Self {
+        Self {
+            wasm_path,
+            runtime: WasmRuntime::default(),
+            token_env: DEFAULT_TOKEN_ENV.to_string(),
+            upstream_policy: UpstreamPolicy::Infergate,
+            explain: false,
+            access_log: true,
+        }
+    }
+}
+
+/// The whole bootstrap as a JSON value (Envoy reads it as YAML or JSON).
+pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    let mut bootstrap = json!({
+        "node": {"id": "infergate", "cluster": "infergate"},
+        "admin": {"address": listeners::socket_address(config.gateway.admin)},
+        "static_resources": {
+            "listeners": [
+                listeners::gateway(config, options),
+                listeners::control(config, options),
+            ],
+            "clusters": clusters::pool_clusters(config, options.upstream_policy),
+        },
+    });
+    if options.upstream_policy == UpstreamPolicy::Infergate {
+        bootstrap["bootstrap_extensions"] = json!([wasm::singleton(options)]);
+    }
+    bootstrap
+}
+
+/// The bootstrap as YAML text, with a header saying where it came from.
+pub fn render_bootstrap_yaml(
+    config: &InfergateConfig,
+    options: &RenderOptions,
+) -> Result<String, String> {
+    let body =
+        serde_yaml_ng::to_string(&render_bootstrap(config, options)).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# Rendered by infergate-envoy-config from infergate.yaml; edit that file, not this one.\n{body}"
+    ))
+}
+
+#[cfg(test)]
+mod tests;

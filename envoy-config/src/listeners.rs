@@ -1,0 +1,139 @@
+//! The gateway listener (clients) and the control listener (the agent).
+
+use std::net::SocketAddr;
+
+use infergate_core::config::InfergateConfig;
+use serde_json::{Value, json};
+
+use crate::clusters::{UpstreamPolicy, cluster_name};
+use crate::{RenderOptions, wasm};
+
+/// Header the router filter sets to select the pool's route.
+pub const POOL_HEADER: &str = "x-infergate-pool";
+/// Room above the body limit so that the filter, not Envoy's buffer, answers 413.
+const BUFFER_HEADROOM_BYTES: u64 = 1024 * 1024;
+
+pub(crate) fn socket_address(addr: SocketAddr) -> Value {
+    json!({"socket_address": {"address": addr.ip().to_string(), "port_value": addr.port()}})
+}
+
+fn http_connection_manager(
+    stat_prefix: &str,
+    routes: Value,
+    filters: Vec<Value>,
+    access_log: bool,
+) -> Value {
+    let mut http_filters = filters;
+    http_filters.push(json!({
+        "name": "envoy.filters.http.router",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+    }));
+    let mut hcm = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": stat_prefix,
+        "route_config": {"name": stat_prefix, "virtual_hosts": [{"name": stat_prefix, "domains": ["*"], "routes": routes}]},
+        "http_filters": http_filters,
+    });
+    if access_log {
+        hcm["access_log"] = json!([{
+            "name": "envoy.access_loggers.stdout",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog",
+                "log_format": {"text_format_source": {"inline_string":
+                    "[access] %START_TIME% \"%REQ(:METHOD)% %REQ(:PATH)%\" %RESPONSE_CODE% %RESPONSE_FLAGS% model=%REQ(X-GATEWAY-MODEL-NAME)% pool=%REQ(X-INFERGATE-POOL)% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% duration_ms=%DURATION% ttfb_ms=%RESPONSE_DURATION%\n"}},
+            },
+        }]);
+    }
+    json!({"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm})
+}
+
+fn not_found_route(message: &str) -> Value {
+    let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "no_route"}});
+    json!({
+        "match": {"prefix": "/"},
+        "direct_response": {"status": 404, "body": {"inline_string": body.to_string()}},
+    })
+}
+
+fn pool_routes(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    let timeout = format!("{}s", config.gateway.request_timeout_ms.div_ceil(1000));
+    let mut routes: Vec<Value> = config
+        .pools
+        .iter()
+        .map(|pool| {
+            json!({
+                "match": {"prefix": "/", "headers": [{"name": POOL_HEADER, "string_match": {"exact": pool.name}}]},
+                "route": {
+                    "cluster": cluster_name(&pool.name),
+                    "timeout": timeout,
+                    "retry_policy": retry_policy(config.gateway.retries),
+                },
+            })
+        })
+        .collect();
+    if options.upstream_policy != UpstreamPolicy::Infergate {
+        // Baseline mode has no filter to name the pool; route on the model header that
+        // clients of a baseline would set, else to the first pool.
+        for model in &config.models {
+            routes.insert(
+                0,
+                json!({
+                    "match": {"prefix": "/", "headers": [{"name": "x-model", "string_match": {"exact": model.name}}]},
+                    "route": {"cluster": cluster_name(&model.pool), "timeout": timeout, "retry_policy": retry_policy(config.gateway.retries)},
+                }),
+            );
+        }
+        if let Some(first) = config.pools.first() {
+            routes.push(json!({"match": {"prefix": "/"}, "route": {"cluster": cluster_name(&first.name), "timeout": timeout}}));
+        }
+    }
+    routes.push(not_found_route("No pool serves this request."));
+    Value::Array(routes)
+}
+
+/// Retries go to the next pod in the ranked header, never to one already tried.
+fn retry_policy(retries: u32) -> Value {
+    json!({
+        "retry_on": "connect-failure,reset,retriable-status-codes",
+        "retriable_status_codes": [503],
+        "num_retries": retries,
+        "retry_host_predicate": [{
+            "name": "envoy.retry_host_predicates.previous_hosts",
+            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"},
+        }],
+        "host_selection_retry_max_attempts": 5,
+    })
+}
+
+pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
+        vec![wasm::router_filter(config, options)]
+    } else {
+        Vec::new()
+    };
+    json!({
+        "name": "gateway",
+        "address": socket_address(config.gateway.listen),
+        "per_connection_buffer_limit_bytes": config.gateway.max_body_bytes + BUFFER_HEADROOM_BYTES,
+        "filter_chains": [{"filters": [http_connection_manager("gateway", pool_routes(config, options), filters, options.access_log)]}],
+    })
+}
+
+pub(crate) fn control(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
+        vec![wasm::control_filter(options)]
+    } else {
+        Vec::new()
+    };
+    json!({
+        "name": "control",
+        "address": socket_address(config.gateway.control),
+        "per_connection_buffer_limit_bytes": infergate_core::snapshot::MAX_SNAPSHOT_BYTES + 65536,
+        "filter_chains": [{"filters": [http_connection_manager(
+            "control",
+            Value::Array(vec![not_found_route("The control listener only accepts snapshot pushes.")]),
+            filters,
+            false,
+        )]}],
+    })
+}

@@ -1,0 +1,131 @@
+//! The control listener's filter: admits a snapshot push only with the bearer token
+//! and only if it decodes and validates, so a bad push can never replace the active
+//! snapshot. Accepted pushes go to the singleton through the shared queue.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use infergate_core::control::bearer_token_matches;
+use infergate_core::filter_config::{ControlRole, SNAPSHOT_QUEUE};
+use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::Action;
+
+use crate::host;
+use crate::metrics::ControlMetrics;
+
+pub struct ControlShared {
+    token: String,
+    vm_id: String,
+    /// Resolved lazily: the singleton may register after this filter starts.
+    queue: Cell<Option<u32>>,
+    metrics: ControlMetrics,
+}
+
+impl ControlShared {
+    pub fn new(role: ControlRole) -> Result<Self, String> {
+        let token = std::env::var(&role.token_env).unwrap_or_default();
+        if token.trim().is_empty() {
+            return Err(format!(
+                "the environment variable {} is empty or not exposed to the VM (vm_config.environment_variables.host_env_keys)",
+                role.token_env
+            ));
+        }
+        Ok(Self {
+            token: token.trim().to_string(),
+            vm_id: role.vm_id,
+            queue: Cell::new(None),
+            metrics: ControlMetrics::define(),
+        })
+    }
+
+    fn queue(&self) -> Option<u32> {
+        if self.queue.get().is_none() {
+            self.queue
+                .set(host::resolve_queue(&self.vm_id, SNAPSHOT_QUEUE));
+        }
+        self.queue.get()
+    }
+}
+
+pub struct ControlHttp {
+    shared: Rc<ControlShared>,
+}
+
+impl ControlHttp {
+    pub fn new(shared: Rc<ControlShared>) -> Self {
+        Self { shared }
+    }
+
+    fn answer(&self, status: u32, message: &str) -> Action {
+        let body = format!("{{\"error\":{}}}", serde_json::Value::from(message));
+        host::reply(
+            status,
+            vec![("content-type", "application/json")],
+            body.as_bytes(),
+        );
+        Action::Pause
+    }
+
+    fn admit(&self, body: &[u8]) -> Action {
+        let snapshot = match Snapshot::decode(body) {
+            Ok(snapshot) => snapshot,
+            Err(err) => {
+                self.shared.metrics.invalid.increment();
+                log::warn!("infergate control: refused snapshot: {err}");
+                return self.answer(400, &err.to_string());
+            }
+        };
+        let Some(queue) = self.shared.queue() else {
+            return self.answer(
+                503,
+                "the snapshot queue is not registered yet; is the singleton configured?",
+            );
+        };
+        if let Err(status) = host::enqueue(queue, body) {
+            // The queue id can go stale if the singleton restarted; resolve again next time.
+            self.shared.queue.set(None);
+            return self.answer(503, &format!("cannot queue the snapshot: {status:?}"));
+        }
+        self.shared.metrics.accepted.increment();
+        log::debug!("infergate control: accepted snapshot {}", snapshot.sequence);
+        host::reply(204, vec![], b"");
+        Action::Pause
+    }
+}
+
+impl Context for ControlHttp {}
+
+impl HttpContext for ControlHttp {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if host::request_header(":method").as_deref() != Some("POST") {
+            return self.answer(405, "POST a MessagePack snapshot");
+        }
+        if !bearer_token_matches(
+            host::request_header("authorization").as_deref(),
+            &self.shared.token,
+        ) {
+            self.shared.metrics.unauthorized.increment();
+            return self.answer(401, "missing or wrong bearer token");
+        }
+        let declared = host::request_header("content-length").and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|len| len > MAX_SNAPSHOT_BYTES) {
+            return self.answer(413, "snapshot too large");
+        }
+        if end_of_stream {
+            return self.admit(&[]);
+        }
+        Action::Pause
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if body_size > MAX_SNAPSHOT_BYTES {
+            return self.answer(413, "snapshot too large");
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let body = host::request_body(body_size).unwrap_or_default();
+        self.admit(&body)
+    }
+}

@@ -1,0 +1,83 @@
+//! The host calls the filter uses, each returning a `Result` or an `Option`. The SDK's
+//! trait methods unwrap host errors, which would panic and kill the VM, so the filter
+//! calls these instead and turns every failure into a log line and a fallback.
+
+use std::time::UNIX_EPOCH;
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{BufferType, MapType, Status};
+
+/// A request header as text; invalid UTF-8 reads as absent.
+pub fn request_header(name: &str) -> Option<String> {
+    hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
+        .ok()
+        .flatten()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+pub fn request_header_names() -> Vec<String> {
+    hostcalls::get_map_bytes(MapType::HttpRequestHeaders)
+        .map(|pairs| pairs.into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default()
+}
+
+pub fn set_request_header(name: &str, value: Option<&str>) -> Result<(), Status> {
+    hostcalls::set_map_value_bytes(MapType::HttpRequestHeaders, name, value.map(str::as_bytes))
+}
+
+pub fn set_response_header(name: &str, value: &str) -> Result<(), Status> {
+    hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, Some(value.as_bytes()))
+}
+
+pub fn request_body(size: usize) -> Option<Vec<u8>> {
+    hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size)
+        .ok()
+        .flatten()
+}
+
+pub fn plugin_configuration() -> Option<Vec<u8>> {
+    hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
+        .ok()
+        .flatten()
+}
+
+/// Sends a local reply. If the host refuses, there is nothing better to do than log:
+/// the stream is already paused and Envoy will time it out.
+pub fn reply(status: u32, headers: Vec<(&str, &str)>, body: &[u8]) {
+    if let Err(status_err) = hostcalls::send_http_response(status, headers, Some(body)) {
+        log::error!("could not send a {status} reply: {status_err:?}");
+    }
+}
+
+pub fn now_unix_ms() -> u64 {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub fn shared_data(key: &str) -> Option<Vec<u8>> {
+    hostcalls::get_shared_data(key)
+        .ok()
+        .and_then(|(value, _cas)| value)
+}
+
+pub fn set_shared_data(key: &str, value: &[u8]) -> Result<(), Status> {
+    hostcalls::set_shared_data(key, Some(value), None)
+}
+
+pub fn register_queue(name: &str) -> Result<u32, Status> {
+    hostcalls::register_shared_queue(name)
+}
+
+pub fn resolve_queue(vm_id: &str, name: &str) -> Option<u32> {
+    hostcalls::resolve_shared_queue(vm_id, name).ok().flatten()
+}
+
+pub fn enqueue(queue_id: u32, value: &[u8]) -> Result<(), Status> {
+    hostcalls::enqueue_shared_queue(queue_id, Some(value))
+}
+
+pub fn dequeue(queue_id: u32) -> Option<Vec<u8>> {
+    hostcalls::dequeue_shared_queue(queue_id).ok().flatten()
+}

@@ -1,0 +1,74 @@
+//! Counters and gauges in Envoy's stats (`wasmcustom.infergate.*`). Ids are per VM, so
+//! each root context defines its own; a failed definition just disables that metric.
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Metric(Option<u32>);
+
+impl Metric {
+    pub fn counter(name: &str) -> Self {
+        Self(hostcalls::define_metric(MetricType::Counter, name).ok())
+    }
+
+    pub fn gauge(name: &str) -> Self {
+        Self(hostcalls::define_metric(MetricType::Gauge, name).ok())
+    }
+
+    pub fn increment(self) {
+        if let Some(id) = self.0 {
+            let _ = hostcalls::increment_metric(id, 1);
+        }
+    }
+
+    pub fn set(self, value: u64) {
+        if let Some(id) = self.0 {
+            let _ = hostcalls::record_metric(id, value);
+        }
+    }
+}
+
+/// The router's metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct RouterMetrics {
+    pub decisions_signals: Metric,
+    pub decisions_mixed: Metric,
+    pub decisions_load_only: Metric,
+    pub rejected: Metric,
+    pub snapshot_generation: Metric,
+    pub snapshot_age_ms: Metric,
+    pub snapshot_decode_failures: Metric,
+}
+
+impl RouterMetrics {
+    pub fn define() -> Self {
+        Self {
+            decisions_signals: Metric::counter("infergate.decisions.signals"),
+            decisions_mixed: Metric::counter("infergate.decisions.mixed"),
+            decisions_load_only: Metric::counter("infergate.decisions.load_only"),
+            rejected: Metric::counter("infergate.requests.rejected"),
+            snapshot_generation: Metric::gauge("infergate.snapshot.generation"),
+            snapshot_age_ms: Metric::gauge("infergate.snapshot.age_ms"),
+            snapshot_decode_failures: Metric::counter("infergate.snapshot.decode_failures"),
+        }
+    }
+}
+
+/// The control listener's metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct ControlMetrics {
+    pub accepted: Metric,
+    pub unauthorized: Metric,
+    pub invalid: Metric,
+}
+
+impl ControlMetrics {
+    pub fn define() -> Self {
+        Self {
+            accepted: Metric::counter("infergate.control.accepted"),
+            unauthorized: Metric::counter("infergate.control.unauthorized"),
+            invalid: Metric::counter("infergate.control.invalid"),
+        }
+    }
+}
