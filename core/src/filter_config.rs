@@ -8,6 +8,8 @@ use crate::config::RoutingConfig;
 /// The name of the shared queue that carries snapshots from the control role to the
 /// singleton.
 pub const SNAPSHOT_QUEUE: &str = "infergate.snapshots";
+/// The only path the control listener serves.
+pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
 /// Shared-data key of the latest snapshot bytes.
 pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
 /// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.

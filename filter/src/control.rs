@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
-use infergate_core::filter_config::{ControlRole, SNAPSHOT_QUEUE};
+use infergate_core::filter_config::{ControlRole, SNAPSHOT_PATH, SNAPSHOT_QUEUE};
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
@@ -98,6 +98,10 @@ impl Context for ControlHttp {}
 
 impl HttpContext for ControlHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        let path = host::request_header(":path").unwrap_or_default();
+        if path != SNAPSHOT_PATH {
+            return self.answer(404, "the control listener serves only POST /v1/snapshot");
+        }
         if host::request_header(":method").as_deref() != Some("POST") {
             return self.answer(405, "POST a MessagePack snapshot");
         }

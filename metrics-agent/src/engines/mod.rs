@@ -1,0 +1,42 @@
+//! Engine adapters: each maps one engine's Prometheus names to the snapshot's signals.
+
+mod vllm;
+
+use infergate_core::config::Engine;
+
+use crate::exposition::{self, Sample};
+use infergate_core::snapshot::PodSignals;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SignalsError {
+    #[error("the metrics text does not parse: {0}")]
+    Parse(String),
+    #[error("the metrics have no {0} series; is this the right engine?")]
+    Missing(&'static str),
+}
+
+
+/// The normalized signals of one pod.
+pub fn signals(engine: Engine, text: &str) -> Result<PodSignals, SignalsError> {
+    let samples = exposition::parse(text).map_err(|e| SignalsError::Parse(e.to_string()))?;
+    match engine {
+        Engine::Vllm => vllm::signals(&samples),
+    }
+}
+
+fn finite_values<'a>(samples: &'a [Sample], name: &'a str) -> impl Iterator<Item = f64> + 'a {
+    samples.iter().filter(move |s| s.name == name).map(|s| s.value).filter(|v| v.is_finite())
+}
+
+/// Sum of a family over its series (e.g. data-parallel `engine="N"` ranks).
+fn sum(samples: &[Sample], name: &str) -> Option<f64> {
+    let mut values = finite_values(samples, name).peekable();
+    values.peek()?;
+    Some(values.sum())
+}
+
+/// Mean of a family over its series: usage is per rank, so ranks average.
+fn mean(samples: &[Sample], name: &str) -> Option<f64> {
+    let (total, count) = finite_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
+    (count > 0).then(|| total / count as f64)
+}

@@ -1,0 +1,91 @@
+//! vLLM (V1, and V0's names where they differ).
+
+use infergate_core::snapshot::PodSignals;
+
+use super::{SignalsError, mean, sum};
+use crate::exposition::Sample;
+
+pub(super) fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
+    let waiting = sum(scrape, "vllm:num_requests_waiting").ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
+    let running = sum(scrape, "vllm:num_requests_running").ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
+    let kv_cache_usage = mean(scrape, "vllm:kv_cache_usage_perc")
+        .or_else(|| mean(scrape, "vllm:gpu_cache_usage_perc"))
+        .ok_or(SignalsError::Missing("vllm:kv_cache_usage_perc"))?;
+    let mut signals = PodSignals {
+        waiting,
+        running,
+        kv_cache_usage: kv_cache_usage.clamp(0.0, 1.0),
+        ..PodSignals::default()
+    };
+    if let Some(config) = scrape.iter().find(|s| s.name == "vllm:cache_config_info") {
+        signals.block_size = config.label("block_size").and_then(|v| v.parse().ok());
+        signals.num_gpu_blocks = config.label("num_gpu_blocks").and_then(|v| v.parse().ok());
+    }
+    // Its value is a timestamp: the newest series is the current state.
+    let lora = scrape
+        .iter()
+        .filter(|s| s.name == "vllm:lora_requests_info")
+        .max_by(|a, b| a.value.total_cmp(&b.value));
+    if let Some(lora) = lora {
+        let list = |key: &str| -> Vec<String> {
+            lora.label(key)
+                .map(|v| v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect())
+                .unwrap_or_default()
+        };
+        signals.running_adapters = list("running_lora_adapters");
+        signals.waiting_adapters = list("waiting_lora_adapters");
+        signals.max_loras = lora.label("max_lora").and_then(|v| v.parse().ok());
+    }
+    Ok(signals)
+}
+
+#[cfg(test)]
+mod tests {
+    use infergate_core::config::Engine;
+
+    use crate::engines::signals;
+
+    const V1: &str = include_str!("../../tests/data/vllm-v1_qwen3-0.6b.txt");
+    const V0: &str = include_str!("../../tests/data/vllm-v0_qwen2.5-coder-1.5b.txt");
+
+    #[test]
+    fn real_vllm_v1_sample() {
+        let s = signals(Engine::Vllm, V1).unwrap();
+        assert_eq!((s.waiting, s.running, s.kv_cache_usage), (0.0, 0.0, 0.0));
+        assert_eq!((s.block_size, s.num_gpu_blocks), (Some(16), Some(5943)));
+        assert!(s.running_adapters.is_empty());
+    }
+
+    #[test]
+    fn real_vllm_v0_sample_uses_gpu_cache_usage() {
+        let s = signals(Engine::Vllm, V0).unwrap();
+        assert_eq!((s.block_size, s.num_gpu_blocks, s.max_loras), (Some(16), Some(81767), Some(0)));
+    }
+
+    #[test]
+    fn data_parallel_ranks_sum_counts_and_average_usage() {
+        let text = "vllm:num_requests_waiting{engine=\"0\"} 2\nvllm:num_requests_waiting{engine=\"1\"} 3\n\
+                    vllm:num_requests_running{engine=\"0\"} 4\nvllm:num_requests_running{engine=\"1\"} 1\n\
+                    vllm:kv_cache_usage_perc{engine=\"0\"} 0.2\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.6\n";
+        let s = signals(Engine::Vllm, text).unwrap();
+        assert_eq!((s.waiting, s.running), (5.0, 5.0));
+        assert!((s.kv_cache_usage - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn newest_lora_series_wins() {
+        let text = "vllm:num_requests_waiting 0\nvllm:num_requests_running 0\nvllm:kv_cache_usage_perc 0\n\
+                    vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 100\n\
+                    vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"a,b\",waiting_lora_adapters=\"c\"} 200\n";
+        let s = signals(Engine::Vllm, text).unwrap();
+        assert_eq!(s.running_adapters, ["a", "b"]);
+        assert_eq!(s.waiting_adapters, ["c"]);
+        assert_eq!(s.max_loras, Some(4));
+    }
+
+    #[test]
+    fn missing_families_are_named() {
+        let err = signals(Engine::Vllm, "some_other_metric 1\n").unwrap_err();
+        assert!(err.to_string().contains("vllm:num_requests_waiting"), "{err}");
+    }
+}

@@ -1,0 +1,12 @@
+//! The metrics agent: scrapes every pod of every pool, normalizes each engine's metrics
+//! into the snapshot's signals, and pushes the snapshot to each Envoy's control
+//! listener.
+#![forbid(unsafe_code)]
+
+pub mod engines;
+pub mod exposition;
+pub mod push;
+pub mod scrape;
+pub mod token;
+
+pub use scrape::FleetScraper;
