@@ -24,7 +24,12 @@ pub struct Pusher {
 
 impl Pusher {
     /// `targets` are control listener base URLs, e.g. `http://127.0.0.1:9902`.
-    pub fn new(client: reqwest::Client, targets: Vec<String>, token: ControlToken, timeout: Duration) -> Self {
+    pub fn new(
+        client: reqwest::Client,
+        targets: Vec<String>,
+        token: ControlToken,
+        timeout: Duration,
+    ) -> Self {
         let targets = targets
             .into_iter()
             .map(|t| format!("{}{SNAPSHOT_PATH}", t.trim_end_matches('/')))

@@ -34,8 +34,17 @@ pub fn unix_ms() -> u64 {
 }
 
 /// Fetches `/metrics` text from a URL.
-pub async fn fetch_metrics(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<String, ScrapeError> {
-    let response = client.get(url).timeout(timeout).send().await.map_err(|e| classify(&e, timeout))?;
+pub async fn fetch_metrics(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<String, ScrapeError> {
+    let response = client
+        .get(url)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| classify(&e, timeout))?;
     if !response.status().is_success() {
         return Err(ScrapeError::Status(response.status().as_u16()));
     }
@@ -98,7 +107,12 @@ impl FleetScraper {
             .flat_map(|(i, pool)| pool.endpoints.iter().map(move |&e| (i, e, pool.engine)))
             .collect();
         let client = &self.client;
-        let results = join_all(targets.iter().map(|&(_, endpoint, engine)| scrape_pod(client, endpoint, engine, timeout))).await;
+        let results = join_all(
+            targets
+                .iter()
+                .map(|&(_, endpoint, engine)| scrape_pod(client, endpoint, engine, timeout)),
+        )
+        .await;
         let now = unix_ms();
         let mut pools: Vec<PoolState> = self
             .config
@@ -125,7 +139,12 @@ impl FleetScraper {
         }
     }
 
-    fn update(&mut self, endpoint: Endpoint, result: Result<PodSignals, ScrapeError>, now: u64) -> PodState {
+    fn update(
+        &mut self,
+        endpoint: Endpoint,
+        result: Result<PodSignals, ScrapeError>,
+        now: u64,
+    ) -> PodState {
         let state = match result {
             Ok(signals) => {
                 if self.failing.remove(&endpoint).is_some() {

@@ -144,7 +144,7 @@ impl Engine {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_full_batch_makes_requests_wait() {
         let engine = Engine::new(EngineProfile {
             max_num_seqs: 2,

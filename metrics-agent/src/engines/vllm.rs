@@ -6,8 +6,10 @@ use super::{SignalsError, mean, sum};
 use crate::exposition::Sample;
 
 pub(super) fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
-    let waiting = sum(scrape, "vllm:num_requests_waiting").ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
-    let running = sum(scrape, "vllm:num_requests_running").ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
+    let waiting = sum(scrape, "vllm:num_requests_waiting")
+        .ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
+    let running = sum(scrape, "vllm:num_requests_running")
+        .ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
     let kv_cache_usage = mean(scrape, "vllm:kv_cache_usage_perc")
         .or_else(|| mean(scrape, "vllm:gpu_cache_usage_perc"))
         .ok_or(SignalsError::Missing("vllm:kv_cache_usage_perc"))?;
@@ -29,7 +31,13 @@ pub(super) fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
     if let Some(lora) = lora {
         let list = |key: &str| -> Vec<String> {
             lora.label(key)
-                .map(|v| v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect())
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|a| !a.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         signals.running_adapters = list("running_lora_adapters");
@@ -59,7 +67,10 @@ mod tests {
     #[test]
     fn real_vllm_v0_sample_uses_gpu_cache_usage() {
         let s = signals(Engine::Vllm, V0).unwrap();
-        assert_eq!((s.block_size, s.num_gpu_blocks, s.max_loras), (Some(16), Some(81767), Some(0)));
+        assert_eq!(
+            (s.block_size, s.num_gpu_blocks, s.max_loras),
+            (Some(16), Some(81767), Some(0))
+        );
     }
 
     #[test]
@@ -86,6 +97,9 @@ mod tests {
     #[test]
     fn missing_families_are_named() {
         let err = signals(Engine::Vllm, "some_other_metric 1\n").unwrap_err();
-        assert!(err.to_string().contains("vllm:num_requests_waiting"), "{err}");
+        assert!(
+            err.to_string().contains("vllm:num_requests_waiting"),
+            "{err}"
+        );
     }
 }

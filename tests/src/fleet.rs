@@ -1,0 +1,42 @@
+//! The simulated pods, in this process on real loopback sockets.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use infergate_model_sim::engine::EngineProfile;
+use infergate_model_sim::fleet::{Pod, PodSpec, serve};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+pub struct Fleet {
+    pub pods: Vec<SocketAddr>,
+    stop: Arc<Notify>,
+}
+
+impl Fleet {
+    pub async fn start(count: usize, profile: EngineProfile) -> Self {
+        let stop = Arc::new(Notify::new());
+        let mut pods = Vec::new();
+        for _ in 0..count {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind a pod port");
+            let address = listener.local_addr().expect("pod address");
+            let pod = Pod::new(PodSpec {
+                address,
+                profile,
+                models: Vec::new(),
+                max_loras: 4,
+            });
+            tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
+            pods.push(address);
+        }
+        Self { pods, stop }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop.notify_waiters();
+    }
+}

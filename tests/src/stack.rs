@@ -1,0 +1,350 @@
+//! One whole gateway on loopback: the simulated fleet, Envoy with the filter, and the
+//! agent, each on ports chosen for this test so that tests run side by side.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use infergate_core::config::{
+    AgentSettings, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
+};
+use infergate_core::endpoint::Endpoint;
+use infergate_envoy_config::{RenderOptions, render_bootstrap_yaml};
+use infergate_model_sim::engine::EngineProfile;
+use serde_json::Value;
+
+use crate::artifacts;
+use crate::client::{Reply, chat_body, read_reply};
+use crate::fleet::Fleet;
+
+pub const TOKEN: &str = "e2e-test-token-7f3a";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct StackSpec {
+    /// Pool name and pod count.
+    pub pools: Vec<(&'static str, usize)>,
+    /// Model name, pool, optional adapter.
+    pub models: Vec<(&'static str, &'static str, Option<&'static str>)>,
+    pub max_body_bytes: u64,
+    pub envoy_concurrency: u32,
+    pub profile: EngineProfile,
+    pub start_agent: bool,
+    pub routing: RoutingSettings,
+}
+
+impl Default for StackSpec {
+    fn default() -> Self {
+        Self {
+            pools: vec![("a", 4)],
+            models: vec![("m", "a", None)],
+            max_body_bytes: 256 * 1024,
+            envoy_concurrency: 2,
+            profile: EngineProfile {
+                itl_base_ms: 2.0,
+                itl_per_seq_ms: 0.0,
+                ..EngineProfile::default()
+            },
+            start_agent: true,
+            routing: RoutingSettings::default(),
+        }
+    }
+}
+
+pub struct Stack {
+    pub fleet: Fleet,
+    pub config: InfergateConfig,
+    pub gateway_url: String,
+    pub control_url: String,
+    pub admin_url: String,
+    client: reqwest::Client,
+    envoy: Option<Child>,
+    agent: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+impl Stack {
+    pub async fn start(spec: StackSpec) -> Stack {
+        let total: usize = spec.pools.iter().map(|(_, n)| n).sum();
+        let fleet = Fleet::start(total, spec.profile).await;
+        let mut pods = fleet.pods.iter().copied();
+        let pools = spec
+            .pools
+            .iter()
+            .map(|&(name, count)| PoolConfig {
+                name: name.to_string(),
+                engine: Default::default(),
+                endpoints: pods.by_ref().take(count).map(Endpoint::new).collect(),
+                weights: None,
+            })
+            .collect();
+        let models = spec
+            .models
+            .iter()
+            .map(|&(name, pool, adapter)| ModelConfig {
+                name: name.to_string(),
+                pool: pool.to_string(),
+                adapter: adapter.map(String::from),
+            })
+            .collect();
+        let config = InfergateConfig {
+            version: 1,
+            gateway: GatewaySettings {
+                listen: loopback(free_port()),
+                control: loopback(free_port()),
+                admin: loopback(free_port()),
+                max_body_bytes: spec.max_body_bytes,
+                request_timeout_ms: 30_000,
+                retries: 2,
+            },
+            agent: AgentSettings {
+                scrape_interval_ms: 50,
+                scrape_timeout_ms: 40,
+            },
+            routing: spec.routing,
+            pools,
+            models,
+        };
+        config.validate().expect("the test config is valid");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut stack = Stack {
+            gateway_url: format!("http://{}", config.gateway.listen),
+            control_url: format!("http://{}", config.gateway.control),
+            admin_url: format!("http://{}", config.gateway.admin),
+            fleet,
+            config,
+            client: reqwest::Client::new(),
+            envoy: None,
+            agent: None,
+            dir,
+        };
+        stack.write_files();
+        stack.start_envoy(spec.envoy_concurrency).await;
+        if spec.start_agent {
+            stack.start_agent().await;
+        }
+        stack
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write_files(&self) {
+        let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
+        std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
+        std::fs::write(self.path("token"), TOKEN).expect("write the token");
+        let options = RenderOptions {
+            explain: true,
+            ..RenderOptions::new(artifacts::filter_wasm())
+        };
+        let bootstrap =
+            render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap");
+        std::fs::write(self.path("envoy.yaml"), bootstrap).expect("write envoy.yaml");
+    }
+
+    fn log_file(&self, name: &str) -> Stdio {
+        Stdio::from(std::fs::File::create(self.path(name)).expect("create a log file"))
+    }
+
+    async fn start_envoy(&mut self, concurrency: u32) {
+        let child = Command::new(artifacts::envoy())
+            .arg("-c")
+            .arg(self.path("envoy.yaml"))
+            .args([
+                "--concurrency",
+                &concurrency.to_string(),
+                "--disable-hot-restart",
+                "--log-level",
+                "info",
+            ])
+            .env("INFERGATE_CONTROL_TOKEN", TOKEN)
+            .stdout(self.log_file("envoy.out"))
+            .stderr(self.log_file("envoy.log"))
+            .spawn()
+            .expect("start envoy");
+        self.envoy = Some(child);
+        let ready = format!("{}/ready", self.admin_url);
+        let client = self.client.clone();
+        self.wait_until("Envoy to become ready", Duration::from_secs(30), || {
+            let (client, ready) = (client.clone(), ready.clone());
+            async move {
+                client
+                    .get(&ready)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            }
+        })
+        .await;
+    }
+
+    /// Starts the agent and waits for its first accepted push.
+    pub async fn start_agent(&mut self) {
+        let before = self.stat("infergate.control.accepted").await.unwrap_or(0);
+        let child = Command::new(artifacts::metrics_agent())
+            .arg("run")
+            .arg("-c")
+            .arg(self.path("infergate.yaml"))
+            .arg("--token-file")
+            .arg(self.path("token"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(self.log_file("agent.log"))
+            .spawn()
+            .expect("start metrics-agent");
+        self.agent = Some(child);
+        self.wait_until(
+            "the agent's first accepted snapshot",
+            Duration::from_secs(15),
+            || async { self.stat("infergate.control.accepted").await.unwrap_or(0) > before },
+        )
+        .await;
+    }
+
+    /// Kills the agent, as a crash would.
+    pub fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+    }
+
+    /// A `wasmcustom.*` counter or gauge from Envoy's stats.
+    pub async fn stat(&self, name: &str) -> Option<u64> {
+        let url = format!(
+            "{}/stats?filter=wasmcustom.{}$",
+            self.admin_url,
+            name.replace('.', "\\.")
+        );
+        let text = self.client.get(url).send().await.ok()?.text().await.ok()?;
+        text.lines()
+            .filter_map(|line| line.split_once(": "))
+            .find(|(key, _)| key.ends_with(name))
+            .and_then(|(_, value)| value.trim().parse().ok())
+    }
+
+    pub async fn wait_until<F, Fut>(&self, what: &str, timeout: Duration, mut condition: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if condition().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("timed out after {timeout:?} waiting for {what}");
+    }
+
+    pub async fn post(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.gateway_url))
+            .header("content-type", "application/json")
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        read_reply(request.send().await.expect("the gateway answers")).await
+    }
+
+    pub async fn chat(&self, model: &str, max_tokens: u64) -> Reply {
+        self.post(
+            "/v1/chat/completions",
+            chat_body(model, "Hello there", max_tokens).to_string(),
+            &[],
+        )
+        .await
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Pins a pod's reported metrics through the sim's admin API.
+    pub async fn pin(&self, pod: SocketAddr, waiting: f64, running: f64, kv_cache_usage: f64) {
+        let body = serde_json::json!({"waiting": waiting, "running": running, "kv_cache_usage": kv_cache_usage});
+        self.pin_json(pod, body).await;
+    }
+
+    pub async fn pin_json(&self, pod: SocketAddr, body: Value) {
+        let status = self
+            .client
+            .post(format!("http://{pod}/admin/metrics"))
+            .json(&body)
+            .send()
+            .await
+            .expect("the pod's admin API answers")
+            .status();
+        assert!(status.is_success(), "pinning {pod} failed: {status}");
+    }
+
+    /// Makes one pod clearly the best and the others clearly loaded.
+    pub async fn favour(&self, best: SocketAddr, pods: &[SocketAddr]) {
+        for &pod in pods {
+            if pod == best {
+                self.pin(pod, 0.0, 0.0, 0.05).await;
+            } else {
+                self.pin(pod, 20.0, 16.0, 0.9).await;
+            }
+        }
+    }
+
+    /// Kills a pod: its port refuses connections from now on.
+    pub async fn kill_pod(&self, pod: SocketAddr) {
+        let _ = self
+            .client
+            .post(format!("http://{pod}/admin/shutdown"))
+            .send()
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(pod).is_ok() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn dump_logs(&self) {
+        for name in ["envoy.log", "envoy.out", "agent.log"] {
+            if let Ok(text) = std::fs::read_to_string(self.path(name)) {
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!("----- {name} (last {} lines) -----", tail.len());
+                for line in tail.into_iter().rev() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        self.kill_agent();
+        if let Some(mut envoy) = self.envoy.take() {
+            let _ = envoy.kill();
+            let _ = envoy.wait();
+        }
+    }
+}
