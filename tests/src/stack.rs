@@ -10,6 +10,8 @@ use infergate_core::config::{
     AgentSettings, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
+use infergate_core::filter_config::SNAPSHOT_PATH;
+use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 use infergate_envoy_config::{RenderOptions, render_bootstrap_yaml};
 use infergate_model_sim::engine::EngineProfile;
 use serde_json::Value;
@@ -19,6 +21,12 @@ use crate::client::{Reply, chat_body, read_reply};
 use crate::fleet::Fleet;
 
 pub const TOKEN: &str = "e2e-test-token-7f3a";
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -305,9 +313,65 @@ impl Stack {
             if pod == best {
                 self.pin(pod, 0.0, 0.0, 0.05).await;
             } else {
-                self.pin(pod, 20.0, 16.0, 0.9).await;
+                self.pin(pod, 100.0, 64.0, 0.95).await;
             }
         }
+    }
+
+    /// A valid, fresh snapshot of this stack's config in which `best` is idle and every
+    /// other pod is saturated, for tests that push snapshots themselves.
+    pub fn snapshot_favouring(&self, best: SocketAddr, sequence: u64) -> Snapshot {
+        let now = unix_ms();
+        let pools = self
+            .config
+            .pools
+            .iter()
+            .map(|pool| PoolState {
+                name: pool.name.clone(),
+                pods: pool
+                    .endpoints
+                    .iter()
+                    .map(|&address| {
+                        let idle = address.socket_addr() == best;
+                        PodState {
+                            address,
+                            ready: true,
+                            scraped_at_ms: Some(now),
+                            signals: Some(PodSignals {
+                                waiting: if idle { 0.0 } else { 1000.0 },
+                                running: if idle { 0.0 } else { 256.0 },
+                                kv_cache_usage: if idle { 0.0 } else { 0.99 },
+                                ..PodSignals::default()
+                            }),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            sequence,
+            created_at_ms: now,
+            routing: self.config.routing_config(),
+            pools,
+        }
+    }
+
+    /// POSTs bytes to the control listener, with `token` as the bearer if given.
+    pub async fn push_snapshot(&self, token: Option<&str>, body: Vec<u8>) -> u16 {
+        let mut request = self
+            .client
+            .post(format!("{}{SNAPSHOT_PATH}", self.control_url))
+            .body(body);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        request
+            .send()
+            .await
+            .expect("the control listener answers")
+            .status()
+            .as_u16()
     }
 
     /// Kills a pod: its port refuses connections from now on.

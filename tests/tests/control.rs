@@ -2,59 +2,54 @@
 
 use std::time::Duration;
 
+use infergate_core::config::RoutingSettings;
+use infergate_e2e::stack::TOKEN;
 use infergate_e2e::{Stack, StackSpec};
-
-async fn push(stack: &Stack, token: Option<&str>, body: Vec<u8>) -> u16 {
-    let mut request = stack
-        .client()
-        .post(format!("{}/v1/snapshot", stack.control_url))
-        .body(body);
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    request
-        .send()
-        .await
-        .expect("the control listener answers")
-        .status()
-        .as_u16()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_pushes_are_refused_and_routing_keeps_the_last_good_snapshot() {
-    let mut stack = Stack::start(StackSpec::default()).await;
-    let pods = stack.fleet.pods.clone();
-    let best = pods[2];
-    stack.favour(best, &pods).await;
+    // No agent: this test is the only one pushing. Signals stay fresh for the whole test.
+    let stack = Stack::start(StackSpec {
+        start_agent: false,
+        routing: RoutingSettings {
+            signal_max_age_ms: 60_000,
+            ..RoutingSettings::default()
+        },
+        ..StackSpec::default()
+    })
+    .await;
+    let best = stack.fleet.pods[2];
+    let good = stack.snapshot_favouring(best, 1).encode().unwrap();
+    assert_eq!(stack.push_snapshot(Some(TOKEN), good).await, 204);
     stack
         .wait_until(
-            "routing to follow the pinned metrics",
+            "routing to follow the pushed snapshot",
             Duration::from_secs(3),
             || async { stack.chat("m", 1).await.served_by() == Some(&best.to_string()) },
         )
         .await;
-    // Stop the agent so that only the pushes below reach the filter.
-    stack.kill_agent();
     let accepted = stack.stat("infergate.control.accepted").await.unwrap_or(0);
 
-    assert_eq!(push(&stack, None, b"whatever".to_vec()).await, 401);
+    let mut other_best = stack
+        .snapshot_favouring(stack.fleet.pods[0], 2)
+        .encode()
+        .unwrap();
+    assert_eq!(stack.push_snapshot(None, other_best.clone()).await, 401);
     assert_eq!(
-        push(&stack, Some("wrong-token"), b"whatever".to_vec()).await,
+        stack
+            .push_snapshot(Some("wrong-token"), other_best.clone())
+            .await,
         401
     );
     assert_eq!(
-        push(
-            &stack,
-            Some(infergate_e2e::stack::TOKEN),
-            b"\xc1 garbage".to_vec()
-        )
-        .await,
+        stack
+            .push_snapshot(Some(TOKEN), b"\xc1 garbage".to_vec())
+            .await,
         400
     );
-    assert_eq!(
-        push(&stack, Some(infergate_e2e::stack::TOKEN), Vec::new()).await,
-        400
-    );
+    assert_eq!(stack.push_snapshot(Some(TOKEN), Vec::new()).await, 400);
+    other_best.truncate(other_best.len() / 2);
+    assert_eq!(stack.push_snapshot(Some(TOKEN), other_best).await, 400);
     assert_eq!(
         stack.stat("infergate.control.accepted").await.unwrap_or(0),
         accepted
@@ -66,7 +61,7 @@ async fn bad_pushes_are_refused_and_routing_keeps_the_last_good_snapshot() {
             .unwrap_or(0)
             >= 2
     );
-    assert!(stack.stat("infergate.control.invalid").await.unwrap_or(0) >= 2);
+    assert!(stack.stat("infergate.control.invalid").await.unwrap_or(0) >= 3);
 
     for _ in 0..10 {
         assert_eq!(
