@@ -1,14 +1,13 @@
 //! model-sim: OpenAI-compatible model servers that behave like vLLM under load, so
-//! that routing can be demonstrated and tested without GPUs.
+//! that routing can be demonstrated, tested and benchmarked without GPUs.
 //!
-//! The engine is a library; the HTTP fleet is a thin user of it.
+//! [`engine`] is the model of one pod in virtual time; the discrete-event benchmark
+//! drives it directly. [`server`] serves the same engine over HTTP in scaled real time,
+//! so the two can never disagree.
 #![forbid(unsafe_code)]
 
-pub mod api;
 pub mod engine;
-pub mod fleet;
-pub mod metrics_text;
-pub mod pinned;
+pub mod server;
 
 /// Every response names the pod that served it, so clients and tests can see routing.
 pub const SERVED_BY_HEADER: &str = "x-infergate-served-by";

@@ -6,17 +6,22 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use infergate_model_sim::engine::EngineProfile;
-use infergate_model_sim::fleet::{Pod, PodSpec, serve};
+use infergate_model_sim::engine::{EngineProfile, NamedProfile};
+use infergate_model_sim::server::faults::Faults;
+use infergate_model_sim::server::{MetricsFormat, Pod, PodSpec, serve};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-/// Serve N simulated OpenAI-compatible model servers on ports P..P+N-1. Each answers
-/// /v1/chat/completions, /v1/completions (streaming or not), /v1/models and /metrics
-/// (vLLM V1 names), names itself in `x-infergate-served-by`, and has an admin API:
-/// POST /admin/metrics pins reported metrics (JSON: waiting, running, kv_cache_usage,
-/// running_lora_adapters, waiting_lora_adapters), DELETE /admin/metrics unpins, and
-/// POST /admin/shutdown kills the pod (its port then refuses connections).
+/// Serve N simulated OpenAI-compatible model servers on ports P..P+N-1. Each runs a
+/// continuous-batching engine model (see docs/model-sim.md) and answers
+/// /v1/chat/completions and /v1/completions (streaming or not), /v1/models and /metrics
+/// in the chosen engine's names. Every response names its pod in x-infergate-served-by.
+///
+/// Admin API per pod: POST /admin/metrics pins reported metrics (JSON: waiting, running,
+/// kv_cache_usage, running_lora_adapters, waiting_lora_adapters), DELETE /admin/metrics
+/// unpins; POST /admin/faults sets faults (added_latency_ms, error_rate, error_status,
+/// hang, freeze_metrics); POST /admin/shutdown kills the pod (its port then refuses
+/// connections).
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -32,27 +37,124 @@ struct Args {
     /// Model names the pods accept (comma-separated); empty accepts any.
     #[arg(long, value_delimiter = ',')]
     models: Vec<String>,
+    /// Model names that are LoRA adapters (comma-separated): they take an adapter slot.
+    #[arg(long, value_delimiter = ',')]
+    lora_adapters: Vec<String>,
+    /// The calibration every pod starts from; the flags below override it.
+    #[arg(long, value_enum, default_value_t = NamedProfile::Llama31_8bH100)]
+    profile: NamedProfile,
     /// Batch slots per pod (vLLM --max-num-seqs).
-    #[arg(long, default_value_t = 16)]
-    max_num_seqs: u32,
+    #[arg(long)]
+    max_num_seqs: Option<u32>,
     /// Prefill speed, prompt tokens per second.
-    #[arg(long, default_value_t = 8000.0)]
-    prefill_tokens_per_s: f64,
-    /// Decode step time with an empty batch, milliseconds.
-    #[arg(long, default_value_t = 20.0)]
-    itl_base_ms: f64,
+    #[arg(long)]
+    prefill_tokens_per_s: Option<f64>,
+    /// Decode step time with a batch of one, milliseconds.
+    #[arg(long)]
+    itl_base_ms: Option<f64>,
     /// Added decode step time per running request, milliseconds.
-    #[arg(long, default_value_t = 1.0)]
-    itl_per_seq_ms: f64,
-    /// KV-cache capacity per pod, tokens.
-    #[arg(long, default_value_t = 80_000)]
-    kv_capacity_tokens: u64,
-    /// Reported LoRA slots (vLLM --max-loras).
-    #[arg(long, default_value_t = 4)]
-    max_loras: u32,
+    #[arg(long)]
+    itl_per_seq_ms: Option<f64>,
+    /// KV-cache blocks per pod.
+    #[arg(long)]
+    num_gpu_blocks: Option<u64>,
+    /// LoRA slots per pod (vLLM --max-loras).
+    #[arg(long)]
+    max_loras: Option<u32>,
+    /// Adapter load time, milliseconds.
+    #[arg(long)]
+    lora_load_ms: Option<f64>,
+    /// Per-pod overrides, `INDEX:KEY=VALUE[,KEY=VALUE]`, e.g. `0:prefill_tokens_per_s=5000`
+    /// for one slow pod, or `3:num_gpu_blocks=2000` for one with less KV. Repeatable.
+    #[arg(long = "pod-override")]
+    pod_overrides: Vec<String>,
+    /// Which engine's metric names /metrics uses.
+    #[arg(long, value_enum, default_value_t = MetricsFormat::Vllm)]
+    engine: MetricsFormat,
+    /// Data-parallel ranks reported as engine="0".."N-1" series (vLLM formats).
+    #[arg(long, default_value_t = 1)]
+    dp_size: u32,
     /// Scale every simulated duration: 0.1 runs ten times faster than real time.
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
+    /// Added latency before each request reaches the engine, milliseconds.
+    #[arg(long, default_value_t = 0)]
+    fault_latency_ms: u64,
+    /// Fraction of requests answered with --fault-status.
+    #[arg(long, default_value_t = 0.0)]
+    fault_error_rate: f64,
+    /// The injected error status: 429, 500 or 503.
+    #[arg(long, default_value_t = 503)]
+    fault_status: u16,
+    /// Seed for the injected faults.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+impl Args {
+    fn base_profile(&self) -> EngineProfile {
+        let mut p = self.profile.profile();
+        if let Some(v) = self.max_num_seqs {
+            p.max_num_seqs = v.max(1);
+        }
+        if let Some(v) = self.prefill_tokens_per_s {
+            p.prefill_tokens_per_s = v.max(1.0);
+        }
+        if let Some(v) = self.itl_base_ms {
+            p.itl_base_ms = v.max(0.0);
+        }
+        if let Some(v) = self.itl_per_seq_ms {
+            p.itl_per_seq_ms = v.max(0.0);
+        }
+        if let Some(v) = self.num_gpu_blocks {
+            p.num_gpu_blocks = v.max(1);
+        }
+        if let Some(v) = self.max_loras {
+            p.max_loras = v;
+        }
+        if let Some(v) = self.lora_load_ms {
+            p.lora_load_ms = v.max(0.0);
+        }
+        p
+    }
+}
+
+/// Applies `KEY=VALUE,...` to a profile through its serde field names.
+fn apply_override(profile: EngineProfile, assignments: &str) -> Result<EngineProfile, String> {
+    let mut value = serde_json::to_value(profile).map_err(|e| e.to_string())?;
+    for assignment in assignments.split(',') {
+        let (key, raw) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("expected KEY=VALUE, got {assignment:?}"))?;
+        let number: serde_json::Value = raw
+            .parse::<u64>()
+            .map(serde_json::Value::from)
+            .or_else(|_| raw.parse::<f64>().map(serde_json::Value::from))
+            .map_err(|_| format!("{key}: {raw:?} is not a number"))?;
+        let slot = value
+            .get_mut(key)
+            .ok_or_else(|| format!("unknown profile field {key:?}"))?;
+        *slot = number;
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+fn pod_profiles(args: &Args) -> Result<Vec<EngineProfile>, String> {
+    let mut profiles = vec![args.base_profile(); usize::from(args.pods)];
+    for spec in &args.pod_overrides {
+        let (index, assignments) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("--pod-override {spec:?}: expected INDEX:KEY=VALUE"))?;
+        let index: usize = index
+            .parse()
+            .map_err(|_| format!("--pod-override {spec:?}: bad index"))?;
+        let slot = profiles
+            .get_mut(index)
+            .ok_or_else(|| format!("--pod-override {spec:?}: there are only {} pods", args.pods))?;
+        *slot = apply_override(*slot, assignments)
+            .map_err(|e| format!("--pod-override {spec:?}: {e}"))?;
+    }
+    Ok(profiles)
 }
 
 #[tokio::main]
@@ -63,18 +165,23 @@ async fn main() -> ExitCode {
         )
         .init();
     let args = Args::parse();
-    let profile = EngineProfile {
-        max_num_seqs: args.max_num_seqs.max(1),
-        prefill_tokens_per_s: args.prefill_tokens_per_s.max(1.0),
-        itl_base_ms: args.itl_base_ms.max(0.0),
-        itl_per_seq_ms: args.itl_per_seq_ms.max(0.0),
-        kv_capacity_tokens: args.kv_capacity_tokens.max(1),
-        time_scale: args.time_scale.max(0.0),
-        ..EngineProfile::default()
+    let faults = Faults {
+        added_latency_ms: args.fault_latency_ms,
+        error_rate: args.fault_error_rate,
+        error_status: args.fault_status,
+        ..Faults::default()
+    };
+    let checked = faults.validate().and_then(|()| pod_profiles(&args));
+    let profiles = match checked {
+        Ok(profiles) => profiles,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
     };
     let stop = Arc::new(Notify::new());
     let mut servers = Vec::new();
-    for i in 0..args.pods {
+    for (i, profile) in (0u16..).zip(profiles) {
         let Some(port) = args.base_port.checked_add(i) else {
             eprintln!("error: port {} + {i} is out of range", args.base_port);
             return ExitCode::from(2);
@@ -88,19 +195,18 @@ async fn main() -> ExitCode {
             }
         };
         let pod = Pod::new(PodSpec {
-            address,
-            profile,
             models: args.models.clone(),
-            max_loras: args.max_loras,
+            adapters: args.lora_adapters.clone(),
+            time_scale: args.time_scale.max(1e-6),
+            metrics_format: args.engine,
+            dp_size: args.dp_size.max(1),
+            faults: faults.clone(),
+            seed: args.seed,
+            ..PodSpec::new(address, profile)
         });
         servers.push(tokio::spawn(serve(pod, listener, Arc::clone(&stop))));
     }
-    tracing::info!(
-        pods = args.pods,
-        first_port = args.base_port,
-        time_scale = args.time_scale,
-        "model-sim fleet serving"
-    );
+    tracing::info!(pods = args.pods, first_port = args.base_port, time_scale = args.time_scale, engine = ?args.engine, "model-sim fleet serving");
     wait_for_signal().await;
     tracing::info!("stopping the fleet");
     stop.notify_waiters();
@@ -114,19 +220,15 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+            return;
         }
     }
-    #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use infergate_model_sim::engine::EngineProfile;
-use infergate_model_sim::fleet::{Pod, PodSpec, serve};
+use infergate_model_sim::server::{Pod, PodSpec, serve};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -22,12 +22,7 @@ impl Fleet {
                 .await
                 .expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
-            let pod = Pod::new(PodSpec {
-                address,
-                profile,
-                models: Vec::new(),
-                max_loras: 4,
-            });
+            let pod = Pod::new(PodSpec::new(address, profile));
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
             pods.push(address);
         }

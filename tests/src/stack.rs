@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
@@ -49,11 +50,7 @@ impl Default for StackSpec {
             models: vec![("m", "a", None)],
             max_body_bytes: 256 * 1024,
             envoy_concurrency: 2,
-            profile: EngineProfile {
-                itl_base_ms: 2.0,
-                itl_per_seq_ms: 0.0,
-                ..EngineProfile::default()
-            },
+            profile: EngineProfile::TINY,
             start_agent: true,
             routing: RoutingSettings::default(),
         }
@@ -72,11 +69,26 @@ pub struct Stack {
     dir: tempfile::TempDir,
 }
 
+/// A free port below Linux's ephemeral range (32768+), so that no outgoing connection
+/// of this machine takes it between now and Envoy's bind; distinct within this process.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        20_000 + (std::process::id() % 400) as u16 * 30,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::SeqCst);
+        if port >= 32_000 {
+            NEXT.store(20_000, Ordering::SeqCst);
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn loopback(port: u16) -> SocketAddr {

@@ -112,7 +112,7 @@ async fn streaming_is_passed_through_unbuffered() {
         profile: infergate_model_sim::engine::EngineProfile {
             itl_base_ms: 50.0,
             itl_per_seq_ms: 0.0,
-            ..Default::default()
+            ..infergate_model_sim::engine::EngineProfile::TINY
         },
         ..StackSpec::default()
     };

@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Body;
@@ -12,11 +12,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
-use crate::engine::CHARS_PER_TOKEN;
-use crate::fleet::Pod;
+use super::pod::Pod;
+use crate::engine::EngineEvent;
 
-const DEFAULT_MAX_TOKENS: u64 = 16;
+const DEFAULT_MAX_TOKENS: u32 = 16;
 
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
@@ -24,11 +25,13 @@ pub struct CompletionRequest {
     #[serde(default)]
     pub messages: Vec<Value>,
     #[serde(default)]
+    pub tools: Vec<Value>,
+    #[serde(default)]
     pub prompt: Option<Value>,
     #[serde(default)]
-    pub max_tokens: Option<u64>,
+    pub max_tokens: Option<u32>,
     #[serde(default)]
-    pub max_completion_tokens: Option<u64>,
+    pub max_completion_tokens: Option<u32>,
     #[serde(default)]
     pub stream: bool,
     #[serde(default)]
@@ -48,17 +51,37 @@ pub enum Flavor {
 }
 
 impl CompletionRequest {
-    /// Prompt tokens at 4 characters each, over what the chat template would see.
-    pub fn prompt_tokens(&self) -> u64 {
-        let chars = match &self.prompt {
-            Some(Value::String(text)) => text.len(),
-            Some(other) => other.to_string().len(),
-            None => self.messages.iter().map(|m| m.to_string().len()).sum(),
-        };
-        (chars / CHARS_PER_TOKEN).max(1) as u64
+    /// The text a chat template would feed the model: each message as a role tag and
+    /// its content (text parts joined), then the tool definitions.
+    pub fn prompt_text(&self) -> Vec<u8> {
+        let mut text = String::new();
+        match &self.prompt {
+            Some(Value::String(prompt)) => text.push_str(prompt),
+            Some(other) => text.push_str(&other.to_string()),
+            None => {
+                for message in &self.messages {
+                    text.push_str("<|");
+                    text.push_str(message["role"].as_str().unwrap_or("user"));
+                    text.push_str("|>");
+                    match &message["content"] {
+                        Value::String(content) => text.push_str(content),
+                        Value::Array(parts) => {
+                            for part in parts {
+                                text.push_str(part["text"].as_str().unwrap_or_default());
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                for tool in &self.tools {
+                    text.push_str(&tool.to_string());
+                }
+            }
+        }
+        text.into_bytes()
     }
 
-    pub fn output_tokens(&self) -> u64 {
+    pub fn output_tokens(&self) -> u32 {
         self.max_completion_tokens
             .or(self.max_tokens)
             .unwrap_or(DEFAULT_MAX_TOKENS)
@@ -106,24 +129,53 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
             "this pod does not serve that model",
         );
     }
+    let faults = pod.faults();
+    if faults.hang {
+        std::future::pending::<()>().await;
+    }
+    if faults.added_latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(faults.added_latency_ms)).await;
+    }
+    if pod.roll_error(faults.error_rate) {
+        let status =
+            StatusCode::from_u16(faults.error_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        return openai_error(status, "injected_fault", "model-sim injected this error");
+    }
+    let prompt = request.prompt_text();
+    let events = pod.driver().submit(
+        prompt,
+        request.output_tokens(),
+        pod.adapter_for(&request.model),
+    );
     if request.stream {
-        stream(pod, request, flavor)
+        stream(pod, request, flavor, events)
     } else {
-        whole(pod, request, flavor).await
+        whole(pod, request, flavor, events).await
     }
 }
 
-async fn whole(pod: Arc<Pod>, request: CompletionRequest, flavor: Flavor) -> Response {
-    let prompt_tokens = request.prompt_tokens();
+async fn whole(
+    pod: Arc<Pod>,
+    request: CompletionRequest,
+    flavor: Flavor,
+    mut events: mpsc::UnboundedReceiver<EngineEvent>,
+) -> Response {
     let output_tokens = request.output_tokens();
-    let engine = pod.engine();
-    let _admitted = engine.admit(prompt_tokens, output_tokens).await;
-    tokio::time::sleep(engine.prefill_time(prompt_tokens)).await;
-    for _ in 0..output_tokens {
-        tokio::time::sleep(engine.decode_step_time()).await;
+    loop {
+        match events.recv().await {
+            Some(EngineEvent::Finished { .. }) => break,
+            Some(_) => {}
+            None => {
+                return openai_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "engine_stopped",
+                    "the engine stopped",
+                );
+            }
+        }
     }
-    engine.generated(output_tokens);
-    let text = generated_text(output_tokens);
+    let prompt_tokens = prompt_tokens(&request);
+    let text = "tok ".repeat(output_tokens as usize);
     let usage = usage(prompt_tokens, output_tokens);
     let id = pod.next_id();
     let body = match flavor {
@@ -141,26 +193,34 @@ async fn whole(pod: Arc<Pod>, request: CompletionRequest, flavor: Flavor) -> Res
     Json(body).into_response()
 }
 
-fn stream(pod: Arc<Pod>, request: CompletionRequest, flavor: Flavor) -> Response {
+fn prompt_tokens(request: &CompletionRequest) -> u32 {
+    let chars = request.prompt_text().len();
+    u32::try_from(chars.div_ceil(crate::engine::CHARS_PER_TOKEN))
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+fn stream(
+    pod: Arc<Pod>,
+    request: CompletionRequest,
+    flavor: Flavor,
+    mut events: mpsc::UnboundedReceiver<EngineEvent>,
+) -> Response {
     let (tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(16);
     tokio::spawn(async move {
         let mut tx = tx;
-        let prompt_tokens = request.prompt_tokens();
-        let output_tokens = request.output_tokens();
-        let engine = pod.engine();
-        let _admitted = engine.admit(prompt_tokens, output_tokens).await;
-        tokio::time::sleep(engine.prefill_time(prompt_tokens)).await;
         let id = pod.next_id();
-        for i in 0..output_tokens {
-            if i > 0 {
-                tokio::time::sleep(engine.decode_step_time()).await;
+        let output_tokens = request.output_tokens();
+        let mut sent = 0u32;
+        while let Some(event) = events.recv().await {
+            if let EngineEvent::Finished { .. } = event {
+                break;
             }
-            let last = i + 1 == output_tokens;
-            let chunk = chunk(flavor, id, &request.model, "tok ", last);
+            sent += 1;
+            let chunk = chunk(flavor, id, &request.model, "tok ", sent >= output_tokens);
             if send(&mut tx, &chunk).await.is_err() {
-                return; // The client went away; free the slot.
+                return; // The client went away; the engine finishes the request anyway.
             }
-            engine.generated(1);
         }
         if request
             .stream_options
@@ -169,7 +229,7 @@ fn stream(pod: Arc<Pod>, request: CompletionRequest, flavor: Flavor) -> Response
         {
             let mut usage_chunk = chunk(flavor, id, &request.model, "", false);
             usage_chunk["choices"] = json!([]);
-            usage_chunk["usage"] = usage(prompt_tokens, output_tokens);
+            usage_chunk["usage"] = usage(prompt_tokens(&request), output_tokens);
             let _ = send(&mut tx, &usage_chunk).await;
         }
         let _ = futures::SinkExt::send(&mut tx, Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
@@ -203,10 +263,6 @@ fn chunk(flavor: Flavor, id: u64, model: &str, text: &str, last: bool) -> Value 
     }
 }
 
-fn usage(prompt_tokens: u64, output_tokens: u64) -> Value {
+fn usage(prompt_tokens: u32, output_tokens: u32) -> Value {
     json!({"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens, "total_tokens": prompt_tokens + output_tokens})
-}
-
-fn generated_text(tokens: u64) -> String {
-    "tok ".repeat(tokens as usize)
 }

@@ -1,9 +1,9 @@
-//! A fleet of simulated pods served from one process, each on its own port, with an
-//! admin API to pin metrics and to kill a pod.
+//! One simulated pod on its own port: the OpenAI API over its engine, `/metrics`, and
+//! an admin API to pin metrics, inject faults and kill the pod.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -15,11 +15,13 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use super::api;
+use super::driver::DriverHandle;
+use super::faults::Faults;
+use super::metrics_text::{MetricsFormat, MetricsView, render};
+use super::pinned::PinnedMetrics;
 use crate::SERVED_BY_HEADER;
-use crate::api;
-use crate::engine::{Engine, EngineProfile};
-use crate::metrics_text::{MetricsView, vllm_v1};
-use crate::pinned::PinnedMetrics;
+use crate::engine::EngineProfile;
 
 #[derive(Debug, Clone)]
 pub struct PodSpec {
@@ -27,25 +29,58 @@ pub struct PodSpec {
     pub profile: EngineProfile,
     /// Model names this pod accepts; empty accepts any.
     pub models: Vec<String>,
-    pub max_loras: u32,
+    /// Model names that are LoRA adapters on this pod: they use an adapter slot.
+    pub adapters: Vec<String>,
+    /// 1.0 is real time; 0.1 runs ten times faster.
+    pub time_scale: f64,
+    pub metrics_format: MetricsFormat,
+    pub dp_size: u32,
+    pub faults: Faults,
+    /// Seed of the fault injector's random choices.
+    pub seed: u64,
+}
+
+impl PodSpec {
+    pub fn new(address: SocketAddr, profile: EngineProfile) -> Self {
+        Self {
+            address,
+            profile,
+            models: Vec::new(),
+            adapters: Vec::new(),
+            time_scale: 1.0,
+            metrics_format: MetricsFormat::Vllm,
+            dp_size: 1,
+            faults: Faults::default(),
+            seed: 0,
+        }
+    }
 }
 
 pub struct Pod {
     spec: PodSpec,
-    engine: Engine,
+    driver: DriverHandle,
     pinned: RwLock<Option<PinnedMetrics>>,
+    faults: RwLock<Faults>,
+    frozen_metrics: RwLock<Option<String>>,
+    rng: Mutex<fastrand::Rng>,
     shutdown: Notify,
     ids: AtomicU64,
 }
 
 impl Pod {
+    /// Creates the pod and starts its engine driver (needs a Tokio runtime).
     pub fn new(spec: PodSpec) -> Arc<Self> {
         Arc::new(Self {
-            engine: Engine::new(spec.profile),
-            spec,
+            driver: DriverHandle::spawn(spec.profile, spec.time_scale),
             pinned: RwLock::new(None),
+            faults: RwLock::new(spec.faults.clone()),
+            frozen_metrics: RwLock::new(None),
+            rng: Mutex::new(fastrand::Rng::with_seed(
+                spec.seed ^ u64::from(spec.address.port()),
+            )),
             shutdown: Notify::new(),
             ids: AtomicU64::new(0),
+            spec,
         })
     }
 
@@ -53,12 +88,23 @@ impl Pod {
         self.spec.address
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    pub fn driver(&self) -> &DriverHandle {
+        &self.driver
     }
 
     pub fn serves(&self, model: &str) -> bool {
-        self.spec.models.is_empty() || self.spec.models.iter().any(|m| m == model)
+        self.spec.models.is_empty()
+            || self
+                .spec
+                .models
+                .iter()
+                .chain(&self.spec.adapters)
+                .any(|m| m == model)
+    }
+
+    /// The adapter a request for `model` needs, if `model` names one.
+    pub fn adapter_for(&self, model: &str) -> Option<String> {
+        self.spec.adapters.iter().find(|a| *a == model).cloned()
     }
 
     pub fn served_models(&self) -> Vec<String> {
@@ -73,20 +119,47 @@ impl Pod {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
+    pub fn faults(&self) -> Faults {
+        self.faults.read().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// True for the share of requests the error-rate fault picks.
+    pub fn roll_error(&self, rate: f64) -> bool {
+        rate > 0.0 && self.rng.lock().map(|mut r| r.f64() < rate).unwrap_or(false)
+    }
+
     pub fn metrics_text(&self) -> String {
-        let pinned = self.pinned.read().ok().and_then(|p| p.clone());
-        let profile = self.engine.profile();
-        vllm_v1(&MetricsView {
+        if let Some(frozen) = self.frozen_metrics.read().ok().and_then(|f| f.clone()) {
+            return frozen;
+        }
+        let Some(published) = self.driver.published() else {
+            return String::new();
+        };
+        let mut view = MetricsView {
             model_name: self.spec.models.first().map_or("model-sim", String::as_str),
-            stats: self.engine.stats(),
-            pinned: pinned.as_ref(),
-            block_size: profile.block_size,
-            num_gpu_blocks: profile.kv_capacity_tokens / u64::from(profile.block_size.max(1)),
-            max_loras: self.spec.max_loras,
+            stats: published.stats,
+            ttft: &published.ttft,
+            itl: &published.itl,
+            profile: &self.spec.profile,
+            dp_size: self.spec.dp_size.max(1),
             now_s: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
-        })
+        };
+        if let Some(pinned) = self.pinned.read().ok().and_then(|p| p.clone()) {
+            view.pin(&pinned);
+        }
+        render(self.spec.metrics_format, &view)
+    }
+
+    fn set_faults(&self, faults: Faults) {
+        let frozen = faults.freeze_metrics.then(|| self.metrics_text());
+        if let Ok(mut slot) = self.frozen_metrics.write() {
+            *slot = frozen;
+        }
+        if let Ok(mut slot) = self.faults.write() {
+            *slot = faults;
+        }
     }
 }
 
@@ -113,6 +186,18 @@ async fn unpin_metrics(State(pod): State<Arc<Pod>>) -> StatusCode {
         *slot = None;
     }
     StatusCode::NO_CONTENT
+}
+
+async fn set_faults(
+    State(pod): State<Arc<Pod>>,
+    axum::Json(faults): axum::Json<Faults>,
+) -> Response {
+    if let Err(message) = faults.validate() {
+        return (StatusCode::BAD_REQUEST, message).into_response();
+    }
+    tracing::warn!(pod = %pod.address(), ?faults, "faults set through the admin API");
+    pod.set_faults(faults);
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn shutdown(State(pod): State<Arc<Pod>>) -> StatusCode {
@@ -151,6 +236,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/v1/models", get(api::list_models))
         .route("/metrics", get(metrics))
         .route("/admin/metrics", post(pin_metrics).delete(unpin_metrics))
+        .route("/admin/faults", post(set_faults))
         .route("/admin/shutdown", post(shutdown))
         .layer(middleware::from_fn_with_state(Arc::clone(&pod), annotate))
         .with_state(pod)

@@ -1,0 +1,301 @@
+//! The engine model of one pod, in virtual time: a continuous-batching loop as vLLM runs
+//! it. Each step admits waiting requests first-come first-served while batch slots, KV
+//! blocks and LoRA slots allow, then spends a token budget on one decode token per
+//! running request and on chunks of pending prefills. Its duration is the decode cost of
+//! the batch plus the prefill time of the chunks. Nothing here reads a clock or a random
+//! source, so a given request sequence always gives the same timings.
+
+mod histogram;
+mod kv_cache;
+mod lora;
+mod profile;
+mod request;
+
+use std::collections::VecDeque;
+
+pub use histogram::{Histogram, ITL_BUCKETS, TTFT_BUCKETS};
+pub use kv_cache::{Allocation, KvCache};
+pub use lora::{LoraSlots, Residency};
+pub use profile::{EngineProfile, NamedProfile};
+pub use request::{CHARS_PER_TOKEN, SimRequest, block_hashes};
+
+/// Something that happened to a request at the end of a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EngineEvent {
+    /// The prefill finished and produced the first output token.
+    FirstToken { id: u64, at: f64 },
+    /// One more output token.
+    Token { id: u64, at: f64 },
+    /// The last token was produced; the request's blocks are released.
+    Finished { id: u64, at: f64 },
+}
+
+/// One engine step: how long it took and what it produced at its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub duration: f64,
+    pub events: Vec<EngineEvent>,
+}
+
+#[derive(Debug)]
+struct Running {
+    request: SimRequest,
+    allocation: Allocation,
+    prefill_left: u32,
+    generated: u32,
+    last_token_at: f64,
+}
+
+/// Counters and gauges, as the engine's `/metrics` reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineStats {
+    pub waiting: usize,
+    pub running: usize,
+    pub kv_cache_usage: f64,
+    pub prompt_tokens_total: u64,
+    pub generation_tokens_total: u64,
+    pub prefix_cache_queries_total: u64,
+    pub prefix_cache_hits_total: u64,
+    /// Adapters of running requests (vLLM's `running_lora_adapters`).
+    pub running_adapters: Vec<String>,
+    /// Adapters of waiting requests (vLLM's `waiting_lora_adapters`).
+    pub waiting_adapters: Vec<String>,
+    /// Adapters loaded on the GPU, used or not.
+    pub resident_adapters: Vec<String>,
+    pub lora_loads_total: u64,
+    pub requests_finished_total: u64,
+    pub busy_seconds: f64,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    profile: EngineProfile,
+    kv: KvCache,
+    lora: LoraSlots,
+    waiting: VecDeque<SimRequest>,
+    running: Vec<Running>,
+    prompt_tokens_total: u64,
+    generation_tokens_total: u64,
+    prefix_queries: u64,
+    prefix_hits: u64,
+    finished: u64,
+    busy_seconds: f64,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+}
+
+impl Engine {
+    pub fn new(profile: EngineProfile) -> Self {
+        Self {
+            kv: KvCache::new(profile.num_gpu_blocks),
+            lora: LoraSlots::new(profile.max_loras, profile.lora_load_ms),
+            profile,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            prompt_tokens_total: 0,
+            generation_tokens_total: 0,
+            prefix_queries: 0,
+            prefix_hits: 0,
+            finished: 0,
+            busy_seconds: 0.0,
+            ttft: Histogram::new(&TTFT_BUCKETS),
+            itl: Histogram::new(&ITL_BUCKETS),
+        }
+    }
+
+    pub fn profile(&self) -> &EngineProfile {
+        &self.profile
+    }
+
+    pub fn submit(&mut self, request: SimRequest) {
+        self.waiting.push_back(request);
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// How many leading prompt blocks of `hashes` this pod has cached now (the exact
+    /// state a KV-event-driven router would see).
+    pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
+        self.kv.cached_prefix(hashes)
+    }
+
+    pub fn lora(&self) -> &LoraSlots {
+        &self.lora
+    }
+
+    /// Runs one step starting at `now`. `None` when nothing can run: the engine is idle,
+    /// or every waiting request waits for an adapter load (see [`Engine::wake_at`]).
+    pub fn step(&mut self, now: f64) -> Option<Step> {
+        self.admit(now);
+        if self.running.is_empty() {
+            return None;
+        }
+        let mut budget = u64::from(self.profile.max_num_batched_tokens);
+        let mut prefill_tokens = 0u64;
+        let mut chunks = vec![0u32; self.running.len()];
+        // Decodes first, one token each, as vLLM's scheduler serves running requests first.
+        for run in &self.running {
+            if run.prefill_left == 0 {
+                budget = budget.saturating_sub(1);
+            }
+        }
+        for (run, chunk) in self.running.iter().zip(chunks.iter_mut()) {
+            if run.prefill_left > 0 && budget > 0 {
+                let take = u64::from(run.prefill_left).min(budget);
+                budget -= take;
+                prefill_tokens += take;
+                *chunk = u32::try_from(take).unwrap_or(u32::MAX);
+            }
+        }
+        let duration = self
+            .profile
+            .step_seconds(self.running.len(), prefill_tokens);
+        let end = now + duration;
+        self.busy_seconds += duration;
+        let mut events = Vec::new();
+        for (run, chunk) in self.running.iter_mut().zip(chunks) {
+            if run.prefill_left == 0 {
+                run.generated += 1;
+                self.itl.observe(end - run.last_token_at);
+                events.push(EngineEvent::Token {
+                    id: run.request.id,
+                    at: end,
+                });
+            } else if chunk > 0 {
+                run.prefill_left -= chunk;
+                if run.prefill_left == 0 {
+                    run.generated = 1;
+                    self.ttft.observe(end - run.request.arrival);
+                    events.push(EngineEvent::FirstToken {
+                        id: run.request.id,
+                        at: end,
+                    });
+                }
+            }
+            run.last_token_at = end;
+        }
+        self.finish_done(end, &mut events);
+        Some(Step { duration, events })
+    }
+
+    /// When a blocked engine can next make progress (an adapter finishes loading).
+    pub fn wake_at(&mut self, now: f64) -> Option<f64> {
+        let mut earliest: Option<f64> = None;
+        for request in &self.waiting {
+            if let Some(adapter) = &request.adapter {
+                if let Residency::LoadingUntil(t) = self.lora.acquire_residency(adapter, now) {
+                    earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                }
+            }
+        }
+        earliest
+    }
+
+    fn admit(&mut self, now: f64) {
+        let mut index = 0;
+        while index < self.waiting.len() && self.running.len() < self.profile.max_num_seqs as usize
+        {
+            let Some(request) = self.waiting.get(index) else {
+                break;
+            };
+            if let Some(adapter) = &request.adapter {
+                if self.lora.acquire_residency(adapter, now) != Residency::Ready {
+                    // vLLM skips requests whose adapter cannot run yet and goes on.
+                    index += 1;
+                    continue;
+                }
+            }
+            let block_size = self.profile.block_size.max(1);
+            let prompt_blocks = request.prompt_tokens.div_ceil(block_size) as u64;
+            let output_blocks = request.output_tokens.div_ceil(block_size) as u64;
+            let private =
+                prompt_blocks.saturating_sub(request.block_hashes.len() as u64) + output_blocks;
+            // Blocks for the whole output are reserved at admission: no preemption later.
+            let Some(allocation) = self.kv.allocate(&request.block_hashes, private) else {
+                break; // Head-of-line: FCFS waits for KV room.
+            };
+            let Some(request) = self.waiting.remove(index) else {
+                break;
+            };
+            let cached = (allocation.hit_blocks * u64::from(block_size))
+                .min(u64::from(request.prompt_tokens) - 1);
+            let cached = u32::try_from(cached).unwrap_or(0);
+            self.prompt_tokens_total += u64::from(request.prompt_tokens);
+            self.prefix_queries += u64::from(request.prompt_tokens);
+            self.prefix_hits += u64::from(cached);
+            if let Some(adapter) = &request.adapter {
+                self.lora.start_using(adapter, now);
+            }
+            self.running.push(Running {
+                prefill_left: request.prompt_tokens - cached,
+                request,
+                allocation,
+                generated: 0,
+                last_token_at: now,
+            });
+        }
+    }
+
+    fn finish_done(&mut self, end: f64, events: &mut Vec<EngineEvent>) {
+        let mut index = 0;
+        while index < self.running.len() {
+            let done = self
+                .running
+                .get(index)
+                .is_some_and(|r| r.prefill_left == 0 && r.generated >= r.request.output_tokens);
+            if !done {
+                index += 1;
+                continue;
+            }
+            let run = self.running.swap_remove(index);
+            self.kv.release(&run.allocation);
+            if let Some(adapter) = &run.request.adapter {
+                self.lora.stop_using(adapter, end);
+            }
+            self.generation_tokens_total += u64::from(run.generated);
+            self.finished += 1;
+            events.push(EngineEvent::Finished {
+                id: run.request.id,
+                at: end,
+            });
+        }
+    }
+
+    pub fn stats(&self, now: f64) -> EngineStats {
+        let (resident_adapters, _loading) = self.lora.resident(now);
+        let distinct = |adapters: &mut dyn Iterator<Item = &String>| {
+            let mut list: Vec<String> = adapters.cloned().collect();
+            list.sort();
+            list.dedup();
+            list
+        };
+        let running_adapters = distinct(
+            &mut self
+                .running
+                .iter()
+                .filter_map(|r| r.request.adapter.as_ref()),
+        );
+        let waiting_adapters =
+            distinct(&mut self.waiting.iter().filter_map(|r| r.adapter.as_ref()));
+        EngineStats {
+            waiting: self.waiting.len(),
+            running: self.running.len(),
+            kv_cache_usage: self.kv.usage(),
+            prompt_tokens_total: self.prompt_tokens_total,
+            generation_tokens_total: self.generation_tokens_total,
+            prefix_cache_queries_total: self.prefix_queries,
+            prefix_cache_hits_total: self.prefix_hits,
+            running_adapters,
+            waiting_adapters,
+            resident_adapters,
+            lora_loads_total: self.lora.loads(),
+            requests_finished_total: self.finished,
+            busy_seconds: self.busy_seconds,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
