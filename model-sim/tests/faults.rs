@@ -1,0 +1,81 @@
+//! Faults set through the admin API change what a pod does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use infergate_model_sim::engine::EngineProfile;
+use infergate_model_sim::server::{Pod, PodSpec, serve};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+async fn start_pod() -> (String, reqwest::Client) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let pod = Pod::new(PodSpec::new(address, EngineProfile::TINY));
+    tokio::spawn(serve(pod, listener, Arc::new(Notify::new())));
+    (format!("http://{address}"), reqwest::Client::new())
+}
+
+async fn chat(client: &reqwest::Client, base: &str) -> Result<reqwest::Response, reqwest::Error> {
+    client
+        .post(format!("{base}/v1/chat/completions"))
+        .timeout(Duration::from_millis(500))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+        .send()
+        .await
+}
+
+async fn set_faults(client: &reqwest::Client, base: &str, faults: serde_json::Value) -> u16 {
+    client.post(format!("{base}/admin/faults")).json(&faults).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn an_error_rate_of_one_fails_every_request_with_the_chosen_status() {
+    let (base, client) = start_pod().await;
+    assert_eq!(set_faults(&client, &base, json!({"error_rate": 1.0, "error_status": 429})).await, 204);
+    for _ in 0..5 {
+        assert_eq!(chat(&client, &base).await.unwrap().status(), 429);
+    }
+    assert_eq!(set_faults(&client, &base, json!({"error_rate": 2.0})).await, 400, "out of range");
+}
+
+#[tokio::test]
+async fn a_hanging_pod_never_answers() {
+    let (base, client) = start_pod().await;
+    set_faults(&client, &base, json!({"hang": true})).await;
+    assert!(chat(&client, &base).await.unwrap_err().is_timeout());
+}
+
+#[tokio::test]
+async fn frozen_metrics_stop_changing() {
+    let (base, client) = start_pod().await;
+    let metrics = || async { client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap() };
+    set_faults(&client, &base, json!({"freeze_metrics": true})).await;
+    let frozen = metrics().await;
+    for _ in 0..3 {
+        assert_eq!(chat(&client, &base).await.unwrap().status(), 200);
+    }
+    assert_eq!(metrics().await, frozen);
+    set_faults(&client, &base, json!({})).await;
+    assert_ne!(metrics().await, frozen, "unfrozen metrics show the served requests");
+}
+
+#[tokio::test]
+async fn streaming_reports_usage_when_asked() {
+    let (base, client) = start_pod().await;
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                      "stream": true, "stream_options": {"include_usage": true}});
+    let text = client
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text.matches("\"delta\"").count(), 3);
+    assert!(text.contains("\"completion_tokens\":3"));
+    assert!(text.trim_end().ends_with("data: [DONE]"));
+}
