@@ -32,7 +32,7 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-./target/debug/model-sim --pods 4 --base-port 8001 --time-scale "${SIM_TIME_SCALE:-1}" > "$RUN/model-sim.log" 2>&1 &
+./target/debug/model-sim --pods 4 --base-port 8001 --lora-adapters sql-lora --time-scale "${SIM_TIME_SCALE:-1}" > "$RUN/model-sim.log" 2>&1 &
 pids+=($!)
 INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --concurrency 2 --log-level warn \
   > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
