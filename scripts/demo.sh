@@ -29,6 +29,7 @@ stop() {
   kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   echo "stopped."
+  exit 0
 }
 trap stop INT TERM EXIT
 
