@@ -37,11 +37,7 @@ struct Body<'a> {
 }
 
 impl ApiError {
-    pub fn invalid_request(
-        code: &'static str,
-        param: Option<&'static str>,
-        message: impl Into<String>,
-    ) -> Self {
+    pub fn invalid_request(code: &'static str, param: Option<&'static str>, message: impl Into<String>) -> Self {
         Self {
             status: 400,
             error_type: ErrorType::InvalidRequestError,
@@ -57,9 +53,7 @@ impl ApiError {
             status: 404,
             code: "model_not_found",
             param: Some("model"),
-            message: format!(
-                "The model `{model}` does not exist or is not served by this gateway."
-            ),
+            message: format!("The model `{model}` does not exist or is not served by this gateway."),
             ..Self::invalid_request("", None, "")
         }
     }
@@ -68,9 +62,7 @@ impl ApiError {
         Self {
             status: 413,
             code: "request_too_large",
-            message: format!(
-                "The request body exceeds this gateway's limit of {limit_bytes} bytes."
-            ),
+            message: format!("The request body exceeds this gateway's limit of {limit_bytes} bytes."),
             ..Self::invalid_request("", None, "")
         }
     }
@@ -79,9 +71,7 @@ impl ApiError {
         Self {
             status: 404,
             code: "unknown_url",
-            message: format!(
-                "Unknown request URL: {path}. Use /v1/chat/completions, /v1/completions or /v1/models."
-            ),
+            message: format!("Unknown request URL: {path}. Use /v1/chat/completions, /v1/completions or /v1/models."),
             ..Self::invalid_request("", None, "")
         }
     }
@@ -92,9 +82,7 @@ impl ApiError {
             error_type: ErrorType::ServiceUnavailableError,
             code: "no_ready_endpoint",
             param: None,
-            message: format!(
-                "No model server of pool `{pool}` is ready to take the request; retry shortly."
-            ),
+            message: format!("No model server of pool `{pool}` is ready to take the request; retry shortly."),
             retry_after_s: Some(retry_after_s),
         }
     }
@@ -102,12 +90,7 @@ impl ApiError {
     /// The JSON body, always well-formed whatever the message holds.
     pub fn body(&self) -> Vec<u8> {
         let envelope = Envelope {
-            error: Body {
-                message: &self.message,
-                error_type: self.error_type,
-                param: self.param,
-                code: self.code,
-            },
+            error: Body { message: &self.message, error_type: self.error_type, param: self.param, code: self.code },
         };
         // Serializing plain strings and enums into a Vec cannot fail; fall back to a fixed
         // body rather than panic if it ever did.
@@ -123,8 +106,7 @@ mod tests {
 
     #[test]
     fn body_is_openai_shaped() {
-        let body: serde_json::Value =
-            serde_json::from_slice(&ApiError::model_not_found("x\"y").body()).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&ApiError::model_not_found("x\"y").body()).unwrap();
         assert_eq!(body["error"]["code"], "model_not_found");
         assert_eq!(body["error"]["type"], "invalid_request_error");
         assert_eq!(body["error"]["param"], "model");

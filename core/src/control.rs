@@ -8,8 +8,7 @@ pub fn bearer_token_matches(authorization: Option<&str>, expected_token: &str) -
     let Some(presented) = authorization.and_then(|value| value.strip_prefix("Bearer ")) else {
         return false;
     };
-    !expected_token.is_empty()
-        && bool::from(presented.trim().as_bytes().ct_eq(expected_token.as_bytes()))
+    !expected_token.is_empty() && bool::from(presented.trim().as_bytes().ct_eq(expected_token.as_bytes()))
 }
 
 #[cfg(test)]
@@ -22,9 +21,6 @@ mod tests {
         assert!(!bearer_token_matches(Some("Bearer s3cre"), "s3cret"));
         assert!(!bearer_token_matches(Some("s3cret"), "s3cret"));
         assert!(!bearer_token_matches(None, "s3cret"));
-        assert!(
-            !bearer_token_matches(Some("Bearer "), ""),
-            "an empty token never authorizes"
-        );
+        assert!(!bearer_token_matches(Some("Bearer "), ""), "an empty token never authorizes");
     }
 }

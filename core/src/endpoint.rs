@@ -35,11 +35,7 @@ impl FromStr for Endpoint {
     type Err = EndpointParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SocketAddr::from_str(s.trim())
-            .map(Endpoint)
-            .map_err(|_| EndpointParseError {
-                input: s.to_string(),
-            })
+        SocketAddr::from_str(s.trim()).map(Endpoint).map_err(|_| EndpointParseError { input: s.to_string() })
     }
 }
 
@@ -68,14 +64,8 @@ mod tests {
 
     #[test]
     fn parses_ipv4_and_ipv6() {
-        assert_eq!(
-            "10.0.0.5:8000".parse::<Endpoint>().unwrap().to_string(),
-            "10.0.0.5:8000"
-        );
-        assert_eq!(
-            "[fd00::5]:80".parse::<Endpoint>().unwrap().to_string(),
-            "[fd00::5]:80"
-        );
+        assert_eq!("10.0.0.5:8000".parse::<Endpoint>().unwrap().to_string(), "10.0.0.5:8000");
+        assert_eq!("[fd00::5]:80".parse::<Endpoint>().unwrap().to_string(), "[fd00::5]:80");
     }
 
     #[test]

@@ -14,6 +14,13 @@ pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
 pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
 /// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.
 pub const GENERATION_KEY: &str = "infergate.generation";
+/// Shared-data key prefix of a pod's in-flight count (4 bytes, little endian), updated
+/// with compare-and-swap by every worker: `infergate.inflight.<ip:port>`.
+pub const INFLIGHT_KEY_PREFIX: &str = "infergate.inflight.";
+/// Shared-data key of the router workers' prefix queues, one name per line.
+pub const PREFIX_PEERS_KEY: &str = "infergate.prefix-peers";
+/// Name prefix of each router worker's queue of prefix records from the others.
+pub const PREFIX_QUEUE_PREFIX: &str = "infergate.prefix.";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
@@ -29,6 +36,8 @@ pub enum FilterConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterRole {
+    /// The `vm_id` shared by all roles: the other workers' prefix queues live under it.
+    pub vm_id: String,
     pub routing: RoutingConfig,
     pub max_body_bytes: u64,
     /// Add `x-infergate-decision` to responses (pool, basis, ranked endpoints).
@@ -48,13 +57,10 @@ pub struct ControlRole {
 
 impl FilterConfig {
     pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
-        let config: FilterConfig = serde_json::from_slice(bytes)
-            .map_err(|e| format!("invalid plugin configuration: {e}"))?;
+        let config: FilterConfig =
+            serde_json::from_slice(bytes).map_err(|e| format!("invalid plugin configuration: {e}"))?;
         if let FilterConfig::Router(router) = &config {
-            router
-                .routing
-                .validate()
-                .map_err(|e| format!("invalid plugin configuration: routing.{e}"))?;
+            router.routing.validate().map_err(|e| format!("invalid plugin configuration: routing.{e}"))?;
         }
         Ok(config)
     }

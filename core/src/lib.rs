@@ -5,18 +5,14 @@
 //! run unchanged by the benchmark. The filter is a thin shell that moves bytes between
 //! Envoy and these types.
 #![forbid(unsafe_code)]
-#![deny(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 pub mod api_error;
 pub mod config;
 pub mod control;
 pub mod endpoint;
 pub mod filter_config;
+pub mod prefix;
 pub mod request;
 pub mod router;
 pub mod scoring;

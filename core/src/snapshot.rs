@@ -60,6 +60,15 @@ pub struct PodSignals {
     pub block_size: Option<u32>,
     #[serde(default)]
     pub num_gpu_blocks: Option<u64>,
+    /// Uncached prompt tokens prefilled per second, learned from the pod's counters.
+    #[serde(default)]
+    pub prefill_tokens_per_s: Option<f64>,
+    /// Mean time of one engine step (inter-token latency), learned likewise.
+    #[serde(default)]
+    pub decode_step_ms: Option<f64>,
+    /// Mean uncached prompt tokens per request, learned likewise.
+    #[serde(default)]
+    pub mean_prompt_tokens: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +77,7 @@ pub enum SnapshotError {
     TooLarge { size: usize, limit: usize },
     #[error("snapshot is not valid MessagePack for this schema: {0}")]
     Decode(#[from] rmp_serde::decode::Error),
-    #[error(
-        "snapshot version {found} is not supported; this build reads version {SNAPSHOT_VERSION}"
-    )]
+    #[error("snapshot version {found} is not supported; this build reads version {SNAPSHOT_VERSION}")]
     Version { found: u32 },
     #[error("snapshot routing config is invalid: {0}")]
     Config(#[from] crate::config::ConfigError),
@@ -88,10 +95,7 @@ impl Snapshot {
     /// Decodes and validates untrusted bytes; nothing unchecked reaches the router.
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
         if bytes.len() > MAX_SNAPSHOT_BYTES {
-            return Err(SnapshotError::TooLarge {
-                size: bytes.len(),
-                limit: MAX_SNAPSHOT_BYTES,
-            });
+            return Err(SnapshotError::TooLarge { size: bytes.len(), limit: MAX_SNAPSHOT_BYTES });
         }
         let snapshot: Snapshot = rmp_serde::from_slice(bytes)?;
         snapshot.check()?;
@@ -100,25 +104,18 @@ impl Snapshot {
 
     fn check(&self) -> Result<(), SnapshotError> {
         if self.version != SNAPSHOT_VERSION {
-            return Err(SnapshotError::Version {
-                found: self.version,
-            });
+            return Err(SnapshotError::Version { found: self.version });
         }
         self.routing.validate()?;
         for pool in &self.pools {
             if pool.pods.len() > MAX_PODS_PER_POOL {
-                return Err(SnapshotError::TooManyPods {
-                    pool: pool.name.clone(),
-                    count: pool.pods.len(),
-                });
+                return Err(SnapshotError::TooManyPods { pool: pool.name.clone(), count: pool.pods.len() });
             }
             for pod in &pool.pods {
                 if let Some(s) = &pod.signals {
                     let sane = |v: f64| v.is_finite() && v >= 0.0;
                     if !(sane(s.waiting) && sane(s.running) && sane(s.kv_cache_usage)) {
-                        return Err(SnapshotError::BadSignal {
-                            address: pod.address,
-                        });
+                        return Err(SnapshotError::BadSignal { address: pod.address });
                     }
                 }
             }
@@ -148,13 +145,10 @@ mod tests {
                     name: "a".into(),
                     engine: Default::default(),
                     endpoints: vec![address],
+                    profile: None,
                     weights: None,
                 }],
-                models: vec![ModelConfig {
-                    name: "m".into(),
-                    pool: "a".into(),
-                    adapter: None,
-                }],
+                models: vec![ModelConfig { name: "m".into(), pool: "a".into(), adapter: None }],
             },
             pools: vec![PoolState {
                 name: "a".into(),
@@ -183,10 +177,7 @@ mod tests {
 
     #[test]
     fn garbage_is_refused() {
-        assert!(matches!(
-            Snapshot::decode(b"\xc1garbage"),
-            Err(SnapshotError::Decode(_))
-        ));
+        assert!(matches!(Snapshot::decode(b"\xc1garbage"), Err(SnapshotError::Decode(_))));
         assert!(Snapshot::decode(&[]).is_err());
     }
 
@@ -201,33 +192,20 @@ mod tests {
     #[test]
     fn non_finite_signals_are_refused() {
         let mut snapshot = sample();
-        snapshot.pools[0].pods[0]
-            .signals
-            .as_mut()
-            .unwrap()
-            .kv_cache_usage = f64::NAN;
-        assert!(matches!(
-            Snapshot::decode(&snapshot.encode().unwrap()),
-            Err(SnapshotError::BadSignal { .. })
-        ));
+        snapshot.pools[0].pods[0].signals.as_mut().unwrap().kv_cache_usage = f64::NAN;
+        assert!(matches!(Snapshot::decode(&snapshot.encode().unwrap()), Err(SnapshotError::BadSignal { .. })));
     }
 
     #[test]
     fn invalid_routing_config_is_refused() {
         let mut snapshot = sample();
         snapshot.routing.models[0].pool = "missing".into();
-        assert!(matches!(
-            Snapshot::decode(&snapshot.encode().unwrap()),
-            Err(SnapshotError::Config(_))
-        ));
+        assert!(matches!(Snapshot::decode(&snapshot.encode().unwrap()), Err(SnapshotError::Config(_))));
     }
 
     #[test]
     fn oversized_bytes_are_refused_before_decoding() {
         let big = vec![0u8; MAX_SNAPSHOT_BYTES + 1];
-        assert!(matches!(
-            Snapshot::decode(&big),
-            Err(SnapshotError::TooLarge { .. })
-        ));
+        assert!(matches!(Snapshot::decode(&big), Err(SnapshotError::TooLarge { .. })));
     }
 }

@@ -55,10 +55,9 @@ fn load_balancing_policy(upstream: UpstreamPolicy) -> Value {
             "envoy.load_balancing_policies.round_robin",
             "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin",
         ),
-        UpstreamPolicy::Random => policy(
-            "envoy.load_balancing_policies.random",
-            "envoy.extensions.load_balancing_policies.random.v3.Random",
-        ),
+        UpstreamPolicy::Random => {
+            policy("envoy.load_balancing_policies.random", "envoy.extensions.load_balancing_policies.random.v3.Random")
+        }
     }
 }
 

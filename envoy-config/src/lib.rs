@@ -87,15 +87,9 @@ pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Va
 }
 
 /// The bootstrap as YAML text, with a header saying where it came from.
-pub fn render_bootstrap_yaml(
-    config: &InfergateConfig,
-    options: &RenderOptions,
-) -> Result<String, String> {
-    let body =
-        serde_yaml_ng::to_string(&render_bootstrap(config, options)).map_err(|e| e.to_string())?;
-    Ok(format!(
-        "# Rendered by infergate-envoy-config from infergate.yaml; edit that file, not this one.\n{body}"
-    ))
+pub fn render_bootstrap_yaml(config: &InfergateConfig, options: &RenderOptions) -> Result<String, String> {
+    let body = serde_yaml_ng::to_string(&render_bootstrap(config, options)).map_err(|e| e.to_string())?;
+    Ok(format!("# Rendered by infergate-envoy-config from infergate.yaml; edit that file, not this one.\n{body}"))
 }
 
 #[cfg(test)]

@@ -17,12 +17,7 @@ pub(crate) fn socket_address(addr: SocketAddr) -> Value {
     json!({"socket_address": {"address": addr.ip().to_string(), "port_value": addr.port()}})
 }
 
-fn http_connection_manager(
-    stat_prefix: &str,
-    routes: Value,
-    filters: Vec<Value>,
-    access_log: bool,
-) -> Value {
+fn http_connection_manager(stat_prefix: &str, routes: Value, filters: Vec<Value>, access_log: bool) -> Value {
     let mut http_filters = filters;
     http_filters.push(json!({
         "name": "envoy.filters.http.router",
@@ -48,7 +43,8 @@ fn http_connection_manager(
 }
 
 fn not_found_route(message: &str) -> Value {
-    let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "no_route"}});
+    let body =
+        json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "no_route"}});
     json!({
         "match": {"prefix": "/"},
         "direct_response": {"status": 404, "body": {"inline_string": body.to_string()}},
@@ -84,7 +80,9 @@ fn pool_routes(config: &InfergateConfig, options: &RenderOptions) -> Value {
             );
         }
         if let Some(first) = config.pools.first() {
-            routes.push(json!({"match": {"prefix": "/"}, "route": {"cluster": cluster_name(&first.name), "timeout": timeout}}));
+            routes.push(
+                json!({"match": {"prefix": "/"}, "route": {"cluster": cluster_name(&first.name), "timeout": timeout}}),
+            );
         }
     }
     routes.push(not_found_route("No pool serves this request."));
@@ -115,6 +113,8 @@ pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Valu
         "name": "gateway",
         "address": socket_address(config.gateway.listen),
         "per_connection_buffer_limit_bytes": config.gateway.max_body_bytes + BUFFER_HEADROOM_BYTES,
+        // LLM clients hold few long-lived connections; spread them evenly over workers.
+        "connection_balance_config": {"exact_balance": {}},
         "filter_chains": [{"filters": [http_connection_manager("gateway", pool_routes(config, options), filters, options.access_log)]}],
     })
 }

@@ -3,27 +3,18 @@ use super::*;
 const ENDPOINT_HEADER_NAME: &str = "x-gateway-destination-endpoint";
 
 fn example() -> InfergateConfig {
-    InfergateConfig::from_yaml_str(include_str!("../../examples/infergate.yaml"), "example")
-        .unwrap()
+    InfergateConfig::from_yaml_str(include_str!("../../examples/infergate.yaml"), "example").unwrap()
 }
 
 #[test]
 fn one_override_host_cluster_per_pool() {
     let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into()));
-    let clusters = bootstrap["static_resources"]["clusters"]
-        .as_array()
-        .unwrap();
-    let names: Vec<&str> = clusters
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let clusters = bootstrap["static_resources"]["clusters"].as_array().unwrap();
+    let names: Vec<&str> = clusters.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["pool-llama", "pool-qwen"]);
     let lb = &clusters[0]["load_balancing_policy"]["policies"][0]["typed_extension_config"];
     assert_eq!(lb["name"], "envoy.load_balancing_policies.override_host");
-    assert_eq!(
-        lb["typed_config"]["override_host_sources"][0]["header"],
-        ENDPOINT_HEADER_NAME
-    );
+    assert_eq!(lb["typed_config"]["override_host_sources"][0]["header"], ENDPOINT_HEADER_NAME);
 }
 
 #[test]
@@ -39,18 +30,13 @@ fn the_three_roles_share_one_vm_id_and_the_token_stays_out() {
 fn the_listener_buffer_exceeds_the_body_limit() {
     let config = example();
     let bootstrap = render_bootstrap(&config, &RenderOptions::new("/x.wasm".into()));
-    let limit = bootstrap["static_resources"]["listeners"][0]["per_connection_buffer_limit_bytes"]
-        .as_u64()
-        .unwrap();
+    let limit = bootstrap["static_resources"]["listeners"][0]["per_connection_buffer_limit_bytes"].as_u64().unwrap();
     assert!(limit > config.gateway.max_body_bytes);
 }
 
 #[test]
 fn baselines_have_no_wasm() {
-    let options = RenderOptions {
-        upstream_policy: UpstreamPolicy::RoundRobin,
-        ..RenderOptions::new("/x.wasm".into())
-    };
+    let options = RenderOptions { upstream_policy: UpstreamPolicy::RoundRobin, ..RenderOptions::new("/x.wasm".into()) };
     let text = render_bootstrap(&example(), &options).to_string();
     assert!(!text.contains("wasm"));
     assert!(text.contains("envoy.load_balancing_policies.round_robin"));

@@ -34,6 +34,7 @@ fn plugin(name: &str, root_id: &str, role: &FilterConfig, options: &RenderOption
 
 pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Value {
     let role = FilterConfig::Router(RouterRole {
+        vm_id: VM_ID.to_string(),
         routing: config.routing_config(),
         max_body_bytes: config.gateway.max_body_bytes,
         explain: options.explain,
@@ -48,10 +49,7 @@ pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -
 }
 
 pub(crate) fn control_filter(options: &RenderOptions) -> Value {
-    let role = FilterConfig::Control(ControlRole {
-        vm_id: VM_ID.to_string(),
-        token_env: options.token_env.clone(),
-    });
+    let role = FilterConfig::Control(ControlRole { vm_id: VM_ID.to_string(), token_env: options.token_env.clone() });
     json!({
         "name": "envoy.filters.http.wasm",
         "typed_config": {

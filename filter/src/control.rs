@@ -41,8 +41,7 @@ impl ControlShared {
 
     fn queue(&self) -> Option<u32> {
         if self.queue.get().is_none() {
-            self.queue
-                .set(host::resolve_queue(&self.vm_id, SNAPSHOT_QUEUE));
+            self.queue.set(host::resolve_queue(&self.vm_id, SNAPSHOT_QUEUE));
         }
         self.queue.get()
     }
@@ -59,11 +58,7 @@ impl ControlHttp {
 
     fn answer(&self, status: u32, message: &str) -> Action {
         let body = format!("{{\"error\":{}}}", serde_json::Value::from(message));
-        host::reply(
-            status,
-            vec![("content-type", "application/json")],
-            body.as_bytes(),
-        );
+        host::reply(status, vec![("content-type", "application/json")], body.as_bytes());
         Action::Pause
     }
 
@@ -77,10 +72,7 @@ impl ControlHttp {
             }
         };
         let Some(queue) = self.shared.queue() else {
-            return self.answer(
-                503,
-                "the snapshot queue is not registered yet; is the singleton configured?",
-            );
+            return self.answer(503, "the snapshot queue is not registered yet; is the singleton configured?");
         };
         if let Err(status) = host::enqueue(queue, body) {
             // The queue id can go stale if the singleton restarted; resolve again next time.
@@ -105,10 +97,7 @@ impl HttpContext for ControlHttp {
         if host::request_header(":method").as_deref() != Some("POST") {
             return self.answer(405, "POST a MessagePack snapshot");
         }
-        if !bearer_token_matches(
-            host::request_header("authorization").as_deref(),
-            &self.shared.token,
-        ) {
+        if !bearer_token_matches(host::request_header("authorization").as_deref(), &self.shared.token) {
             self.shared.metrics.unauthorized.increment();
             return self.answer(401, "missing or wrong bearer token");
         }

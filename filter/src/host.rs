@@ -30,15 +30,11 @@ pub fn set_response_header(name: &str, value: &str) -> Result<(), Status> {
 }
 
 pub fn request_body(size: usize) -> Option<Vec<u8>> {
-    hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size)
-        .ok()
-        .flatten()
+    hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size).ok().flatten()
 }
 
 pub fn plugin_configuration() -> Option<Vec<u8>> {
-    hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
-        .ok()
-        .flatten()
+    hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX).ok().flatten()
 }
 
 /// Sends a local reply. If the host refuses, there is nothing better to do than log:
@@ -57,13 +53,33 @@ pub fn now_unix_ms() -> u64 {
 }
 
 pub fn shared_data(key: &str) -> Option<Vec<u8>> {
-    hostcalls::get_shared_data(key)
-        .ok()
-        .and_then(|(value, _cas)| value)
+    hostcalls::get_shared_data(key).ok().and_then(|(value, _cas)| value)
 }
 
 pub fn set_shared_data(key: &str, value: &[u8]) -> Result<(), Status> {
     hostcalls::set_shared_data(key, Some(value), None)
+}
+
+/// A value with its compare-and-swap token; `(None, None)` if the key was never set.
+pub fn shared_data_with_cas(key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+    hostcalls::get_shared_data(key).unwrap_or((None, None))
+}
+
+/// Writes only if nobody wrote since `cas` was read (`None`: unconditionally).
+pub fn set_shared_data_cas(key: &str, value: &[u8], cas: Option<u32>) -> Result<(), Status> {
+    hostcalls::set_shared_data(key, Some(value), cas)
+}
+
+/// The address of the upstream host that served the request, `ip:port`.
+pub fn upstream_address() -> Option<String> {
+    hostcalls::get_property(vec!["upstream", "address"]).ok().flatten().and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+pub fn response_status() -> Option<u16> {
+    hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, ":status")
+        .ok()
+        .flatten()
+        .and_then(|bytes| std::str::from_utf8(&bytes).ok().and_then(|s| s.parse().ok()))
 }
 
 pub fn register_queue(name: &str) -> Result<u32, Status> {

@@ -9,17 +9,13 @@
 //!
 //! The filter must never panic (a panic kills the worker's VM), so it reaches the host
 //! only through `host`, whose calls return `Result`, and clippy denies the rest.
-#![deny(
-    unsafe_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![deny(unsafe_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 mod control;
 mod host;
+mod ledger;
 mod metrics;
+mod peers;
 mod root;
 mod router;
 mod singleton;

@@ -55,6 +55,30 @@ impl RouterMetrics {
     }
 }
 
+/// Per-pool counters: `wasmcustom.infergate.pool.<pool>.*`.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolMetrics {
+    pub decisions: Metric,
+    /// Decisions made on in-flight counts alone (no fresh signals).
+    pub load_only: Metric,
+    /// Decisions whose chosen pod held part of the prompt.
+    pub prefix_hits: Metric,
+    /// Decisions that left a longer prefix holder for a faster pod.
+    pub spills: Metric,
+}
+
+impl PoolMetrics {
+    pub fn define(pool: &str) -> Self {
+        let name = |what: &str| format!("infergate.pool.{pool}.{what}");
+        Self {
+            decisions: Metric::counter(&name("decisions")),
+            load_only: Metric::counter(&name("load_only")),
+            prefix_hits: Metric::counter(&name("prefix_hits")),
+            spills: Metric::counter(&name("spills")),
+        }
+    }
+}
+
 /// The control listener's metrics.
 #[derive(Debug, Clone, Copy)]
 pub struct ControlMetrics {

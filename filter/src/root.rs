@@ -59,8 +59,10 @@ impl RootContext for PluginRoot {
     }
 
     fn on_queue_ready(&mut self, queue_id: u32) {
-        if let Some(Role::Singleton(singleton)) = &mut self.role {
-            singleton.publish_newest(queue_id);
+        match &mut self.role {
+            Some(Role::Singleton(singleton)) => singleton.publish_newest(queue_id),
+            Some(Role::Router(shared)) => shared.drain_prefix_queue(queue_id),
+            _ => {}
         }
     }
 

@@ -12,12 +12,10 @@ pub struct Singleton {
 
 impl Singleton {
     pub fn start() -> Result<Self, String> {
-        host::register_queue(SNAPSHOT_QUEUE)
-            .map_err(|s| format!("cannot register queue {SNAPSHOT_QUEUE}: {s:?}"))?;
+        host::register_queue(SNAPSHOT_QUEUE).map_err(|s| format!("cannot register queue {SNAPSHOT_QUEUE}: {s:?}"))?;
         // Continue any generation already published in this process, so that workers
         // never see the counter go back.
-        let generation =
-            host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
+        let generation = host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
         log::info!("infergate singleton: ready, generation {generation}");
         Ok(Self { generation })
     }

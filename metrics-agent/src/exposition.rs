@@ -20,10 +20,7 @@ pub struct Sample {
 
 impl Sample {
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.labels.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -42,10 +39,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, ExpositionError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let sample = parse_sample(line).map_err(|message| ExpositionError {
-            line: index + 1,
-            message,
-        })?;
+        let sample = parse_sample(line).map_err(|message| ExpositionError { line: index + 1, message })?;
         samples.push(sample);
     }
     Ok(samples)
@@ -73,27 +67,16 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
         rest = remaining;
     }
     let mut fields = rest.split_whitespace();
-    let value_text = fields
-        .next()
-        .ok_or_else(|| format!("missing value for {name}"))?;
-    let value = parse_value(value_text)
-        .ok_or_else(|| format!("invalid value {value_text:?} for {name}"))?;
+    let value_text = fields.next().ok_or_else(|| format!("missing value for {name}"))?;
+    let value = parse_value(value_text).ok_or_else(|| format!("invalid value {value_text:?} for {name}"))?;
     let timestamp_ms = match fields.next() {
-        Some(ts) => Some(
-            ts.parse::<i64>()
-                .map_err(|_| format!("invalid timestamp {ts:?} for {name}"))?,
-        ),
+        Some(ts) => Some(ts.parse::<i64>().map_err(|_| format!("invalid timestamp {ts:?} for {name}"))?),
         None => None,
     };
     if fields.next().is_some() {
         return Err(format!("unexpected text after the sample of {name}"));
     }
-    Ok(Sample {
-        name: name.to_string(),
-        labels,
-        value,
-        timestamp_ms,
-    })
+    Ok(Sample { name: name.to_string(), labels, value, timestamp_ms })
 }
 
 fn parse_value(text: &str) -> Option<f64> {
@@ -119,13 +102,8 @@ fn parse_labels(mut text: &str) -> Result<(Labels, &str), String> {
             return Err("expected a label name".to_string());
         }
         text = text[name_end..].trim_start();
-        text = text
-            .strip_prefix('=')
-            .ok_or_else(|| format!("expected '=' after label {name}"))?;
-        text = text
-            .trim_start()
-            .strip_prefix('"')
-            .ok_or_else(|| format!("expected '\"' to open label {name}"))?;
+        text = text.strip_prefix('=').ok_or_else(|| format!("expected '=' after label {name}"))?;
+        text = text.trim_start().strip_prefix('"').ok_or_else(|| format!("expected '\"' to open label {name}"))?;
         let mut value = String::new();
         let mut chars = text.char_indices();
         let close = loop {
@@ -156,9 +134,7 @@ mod tests {
 
     #[test]
     fn names_with_colons_and_labels() {
-        let s =
-            parse("vllm:num_requests_waiting{engine=\"0\",model_name=\"Qwen/Qwen3-0.6B\"} 3.0\n")
-                .unwrap();
+        let s = parse("vllm:num_requests_waiting{engine=\"0\",model_name=\"Qwen/Qwen3-0.6B\"} 3.0\n").unwrap();
         assert_eq!(s[0].name, "vllm:num_requests_waiting");
         assert_eq!(s[0].label("model_name"), Some("Qwen/Qwen3-0.6B"));
         assert_eq!(s[0].value, 3.0);
@@ -176,10 +152,7 @@ mod tests {
     fn special_values_and_timestamps() {
         let s = parse("a NaN\nb +Inf 1700000000000\nc -Inf\nd 1.7382173358407154e+09\n").unwrap();
         assert!(s[0].value.is_nan());
-        assert_eq!(
-            (s[1].value, s[1].timestamp_ms),
-            (f64::INFINITY, Some(1_700_000_000_000))
-        );
+        assert_eq!((s[1].value, s[1].timestamp_ms), (f64::INFINITY, Some(1_700_000_000_000)));
         assert_eq!(s[2].value, f64::NEG_INFINITY);
         assert!((s[3].value - 1.738_217_335_840_715_4e9).abs() < 1.0);
     }

@@ -40,11 +40,7 @@ struct RunArgs {
     #[arg(long = "control")]
     controls: Vec<String>,
     /// File holding the bearer token shared with Envoy.
-    #[arg(
-        long,
-        conflicts_with = "token_env",
-        required_unless_present = "token_env"
-    )]
+    #[arg(long, conflicts_with = "token_env", required_unless_present = "token_env")]
     token_file: Option<PathBuf>,
     /// Environment variable holding the bearer token shared with Envoy.
     #[arg(long)]
@@ -79,9 +75,7 @@ impl From<EngineArg> for Engine {
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let result = match Cli::parse().command {
@@ -99,16 +93,11 @@ async fn main() -> ExitCode {
 
 async fn parse(args: ParseArgs) -> Result<(), String> {
     let text = if args.source.starts_with("http://") || args.source.starts_with("https://") {
-        fetch_metrics(
-            &reqwest::Client::new(),
-            &args.source,
-            Duration::from_secs(5),
-        )
-        .await
-        .map_err(|e| format!("cannot scrape {}: {e}", args.source))?
+        fetch_metrics(&reqwest::Client::new(), &args.source, Duration::from_secs(5))
+            .await
+            .map_err(|e| format!("cannot scrape {}: {e}", args.source))?
     } else {
-        std::fs::read_to_string(&args.source)
-            .map_err(|e| format!("cannot read {}: {e}", args.source))?
+        std::fs::read_to_string(&args.source).map_err(|e| format!("cannot read {}: {e}", args.source))?
     };
     let signals = engines::signals(args.engine.into(), &text).map_err(|e| e.to_string())?;
     let json = serde_json::to_string_pretty(&signals).map_err(|e| e.to_string())?;
@@ -124,23 +113,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
             .ok_or_else(|| format!("the environment variable {var} is empty or unset"))?,
         (None, None) => return Err("give --token-file or --token-env".into()),
     };
-    let controls = if args.controls.is_empty() {
-        vec![format!("http://{}", config.gateway.control)]
-    } else {
-        args.controls
-    };
+    let controls =
+        if args.controls.is_empty() { vec![format!("http://{}", config.gateway.control)] } else { args.controls };
     let client = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let interval = Duration::from_millis(config.agent.scrape_interval_ms);
     let pods: usize = config.pools.iter().map(|p| p.endpoints.len()).sum();
-    let pusher = Pusher::new(
-        client.clone(),
-        controls,
-        token,
-        Duration::from_millis(args.push_timeout_ms),
-    );
+    let pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
     tracing::info!(pods, interval_ms = config.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut scraper = FleetScraper::new(client, config);
     let mut ticker = tokio::time::interval(interval);
@@ -161,11 +142,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 continue;
             }
         };
-        for ((target, result), failing) in pusher
-            .targets()
-            .iter()
-            .zip(pusher.push(&bytes).await)
-            .zip(&mut push_failing)
+        for ((target, result), failing) in pusher.targets().iter().zip(pusher.push(&bytes).await).zip(&mut push_failing)
         {
             match result {
                 Ok(()) if *failing => {
@@ -191,9 +168,7 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        if let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}

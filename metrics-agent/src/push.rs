@@ -24,22 +24,9 @@ pub struct Pusher {
 
 impl Pusher {
     /// `targets` are control listener base URLs, e.g. `http://127.0.0.1:9902`.
-    pub fn new(
-        client: reqwest::Client,
-        targets: Vec<String>,
-        token: ControlToken,
-        timeout: Duration,
-    ) -> Self {
-        let targets = targets
-            .into_iter()
-            .map(|t| format!("{}{SNAPSHOT_PATH}", t.trim_end_matches('/')))
-            .collect();
-        Self {
-            client,
-            targets,
-            token,
-            timeout,
-        }
+    pub fn new(client: reqwest::Client, targets: Vec<String>, token: ControlToken, timeout: Duration) -> Self {
+        let targets = targets.into_iter().map(|t| format!("{}{SNAPSHOT_PATH}", t.trim_end_matches('/'))).collect();
+        Self { client, targets, token, timeout }
     }
 
     pub fn targets(&self) -> &[String] {
@@ -67,9 +54,6 @@ impl Pusher {
             return Ok(());
         }
         let body = response.text().await.unwrap_or_default();
-        Err(PushError::Refused {
-            status: status.as_u16(),
-            body: body.chars().take(300).collect(),
-        })
+        Err(PushError::Refused { status: status.as_u16(), body: body.chars().take(300).collect() })
     }
 }

@@ -28,23 +28,12 @@ pub enum ScrapeError {
 }
 
 pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Fetches `/metrics` text from a URL.
-pub async fn fetch_metrics(
-    client: &reqwest::Client,
-    url: &str,
-    timeout: Duration,
-) -> Result<String, ScrapeError> {
-    let response = client
-        .get(url)
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| classify(&e, timeout))?;
+pub async fn fetch_metrics(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<String, ScrapeError> {
+    let response = client.get(url).timeout(timeout).send().await.map_err(|e| classify(&e, timeout))?;
     if !response.status().is_success() {
         return Err(ScrapeError::Status(response.status().as_u16()));
     }
@@ -107,21 +96,14 @@ impl FleetScraper {
             .flat_map(|(i, pool)| pool.endpoints.iter().map(move |&e| (i, e, pool.engine)))
             .collect();
         let client = &self.client;
-        let results = join_all(
-            targets
-                .iter()
-                .map(|&(_, endpoint, engine)| scrape_pod(client, endpoint, engine, timeout)),
-        )
-        .await;
+        let results =
+            join_all(targets.iter().map(|&(_, endpoint, engine)| scrape_pod(client, endpoint, engine, timeout))).await;
         let now = unix_ms();
         let mut pools: Vec<PoolState> = self
             .config
             .pools
             .iter()
-            .map(|p| PoolState {
-                name: p.name.clone(),
-                pods: Vec::with_capacity(p.endpoints.len()),
-            })
+            .map(|p| PoolState { name: p.name.clone(), pods: Vec::with_capacity(p.endpoints.len()) })
             .collect();
         for ((pool_index, endpoint, _), result) in targets.into_iter().zip(results) {
             let state = self.update(endpoint, result, now);
@@ -139,23 +121,13 @@ impl FleetScraper {
         }
     }
 
-    fn update(
-        &mut self,
-        endpoint: Endpoint,
-        result: Result<PodSignals, ScrapeError>,
-        now: u64,
-    ) -> PodState {
+    fn update(&mut self, endpoint: Endpoint, result: Result<PodSignals, ScrapeError>, now: u64) -> PodState {
         let state = match result {
             Ok(signals) => {
                 if self.failing.remove(&endpoint).is_some() {
                     tracing::info!(pod = %endpoint, "scrape recovered");
                 }
-                PodState {
-                    address: endpoint,
-                    ready: true,
-                    scraped_at_ms: Some(now),
-                    signals: Some(signals),
-                }
+                PodState { address: endpoint, ready: true, scraped_at_ms: Some(now), signals: Some(signals) }
             }
             Err(error) => {
                 let message = error.to_string();

@@ -9,8 +9,8 @@ pub struct ControlToken(String);
 
 impl ControlToken {
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         Self::new(&text).ok_or_else(|| format!("the token file {} is empty", path.display()))
     }
 

@@ -123,17 +123,13 @@ impl Args {
 fn apply_override(profile: EngineProfile, assignments: &str) -> Result<EngineProfile, String> {
     let mut value = serde_json::to_value(profile).map_err(|e| e.to_string())?;
     for assignment in assignments.split(',') {
-        let (key, raw) = assignment
-            .split_once('=')
-            .ok_or_else(|| format!("expected KEY=VALUE, got {assignment:?}"))?;
+        let (key, raw) = assignment.split_once('=').ok_or_else(|| format!("expected KEY=VALUE, got {assignment:?}"))?;
         let number: serde_json::Value = raw
             .parse::<u64>()
             .map(serde_json::Value::from)
             .or_else(|_| raw.parse::<f64>().map(serde_json::Value::from))
             .map_err(|_| format!("{key}: {raw:?} is not a number"))?;
-        let slot = value
-            .get_mut(key)
-            .ok_or_else(|| format!("unknown profile field {key:?}"))?;
+        let slot = value.get_mut(key).ok_or_else(|| format!("unknown profile field {key:?}"))?;
         *slot = number;
     }
     serde_json::from_value(value).map_err(|e| e.to_string())
@@ -142,17 +138,13 @@ fn apply_override(profile: EngineProfile, assignments: &str) -> Result<EnginePro
 fn pod_profiles(args: &Args) -> Result<Vec<EngineProfile>, String> {
     let mut profiles = vec![args.base_profile(); usize::from(args.pods)];
     for spec in &args.pod_overrides {
-        let (index, assignments) = spec
-            .split_once(':')
-            .ok_or_else(|| format!("--pod-override {spec:?}: expected INDEX:KEY=VALUE"))?;
-        let index: usize = index
-            .parse()
-            .map_err(|_| format!("--pod-override {spec:?}: bad index"))?;
+        let (index, assignments) =
+            spec.split_once(':').ok_or_else(|| format!("--pod-override {spec:?}: expected INDEX:KEY=VALUE"))?;
+        let index: usize = index.parse().map_err(|_| format!("--pod-override {spec:?}: bad index"))?;
         let slot = profiles
             .get_mut(index)
             .ok_or_else(|| format!("--pod-override {spec:?}: there are only {} pods", args.pods))?;
-        *slot = apply_override(*slot, assignments)
-            .map_err(|e| format!("--pod-override {spec:?}: {e}"))?;
+        *slot = apply_override(*slot, assignments).map_err(|e| format!("--pod-override {spec:?}: {e}"))?;
     }
     Ok(profiles)
 }
@@ -160,9 +152,7 @@ fn pod_profiles(args: &Args) -> Result<Vec<EngineProfile>, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let args = Args::parse();
     let faults = Faults {
@@ -220,9 +210,7 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        if let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}

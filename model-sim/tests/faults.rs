@@ -66,15 +66,8 @@ async fn streaming_reports_usage_when_asked() {
     let (base, client) = start_pod().await;
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
                       "stream": true, "stream_options": {"include_usage": true}});
-    let text = client
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text =
+        client.post(format!("{base}/v1/chat/completions")).json(&body).send().await.unwrap().text().await.unwrap();
     assert_eq!(text.matches("\"delta\"").count(), 3);
     assert!(text.contains("\"completion_tokens\":3"));
     assert!(text.trim_end().ends_with("data: [DONE]"));

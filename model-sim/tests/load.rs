@@ -23,12 +23,7 @@ async fn sixteen_pods_serve_200_requests_per_second_for_10_seconds() {
         .expect("start model-sim");
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while client
-        .get(format!("http://127.0.0.1:{}/v1/models", base_port + 15))
-        .send()
-        .await
-        .is_err()
-    {
+    while client.get(format!("http://127.0.0.1:{}/v1/models", base_port + 15)).send().await.is_err() {
         assert!(Instant::now() < deadline, "model-sim did not start");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -3,16 +3,11 @@
 use std::path::{Path, PathBuf};
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
 }
 
 fn must_exist(path: PathBuf, how: &str) -> PathBuf {
@@ -27,10 +22,7 @@ pub fn envoy() -> PathBuf {
     }
     let lib = workspace_root().join(".venv/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("site-packages/envoy/_bin/envoy"))
-            .find(|p| p.is_file())
+        entries.filter_map(Result::ok).map(|e| e.path().join("site-packages/envoy/_bin/envoy")).find(|p| p.is_file())
     });
     match found {
         Some(path) => path,
@@ -42,15 +34,9 @@ pub fn envoy() -> PathBuf {
 }
 
 pub fn filter_wasm() -> PathBuf {
-    must_exist(
-        target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"),
-        "run `make wasm` to build the filter",
-    )
+    must_exist(target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"), "run `make wasm` to build the filter")
 }
 
 pub fn metrics_agent() -> PathBuf {
-    must_exist(
-        target_dir().join("debug/metrics-agent"),
-        "run `make build` to build the agent",
-    )
+    must_exist(target_dir().join("debug/metrics-agent"), "run `make build` to build the agent")
 }

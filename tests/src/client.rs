@@ -29,16 +29,8 @@ impl Reply {
     pub fn error_code(&self) -> String {
         let body = self.json();
         let error = &body["error"];
-        assert!(
-            error["message"].is_string(),
-            "not an OpenAI error body: {}",
-            self.body
-        );
-        assert!(
-            error["type"].is_string(),
-            "not an OpenAI error body: {}",
-            self.body
-        );
+        assert!(error["message"].is_string(), "not an OpenAI error body: {}", self.body);
+        assert!(error["type"].is_string(), "not an OpenAI error body: {}", self.body);
         error["code"].as_str().unwrap_or_default().to_string()
     }
 }
@@ -52,17 +44,8 @@ pub async fn read_reply(response: reqwest::Response) -> Reply {
     let headers = response
         .headers()
         .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_string(),
-                v.to_str().unwrap_or_default().to_string(),
-            )
-        })
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
         .collect();
     let body = response.text().await.unwrap_or_default();
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    Reply { status, headers, body }
 }

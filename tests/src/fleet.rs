@@ -18,9 +18,7 @@ impl Fleet {
         let stop = Arc::new(Notify::new());
         let mut pods = Vec::new();
         for _ in 0..count {
-            let listener = TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind a pod port");
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
             let pod = Pod::new(PodSpec::new(address, profile));
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));

@@ -73,12 +73,8 @@ pub struct Stack {
 /// of this machine takes it between now and Envoy's bind; distinct within this process.
 fn free_port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(0);
-    let _ = NEXT.compare_exchange(
-        0,
-        20_000 + (std::process::id() % 400) as u16 * 30,
-        Ordering::SeqCst,
-        Ordering::SeqCst,
-    );
+    let _ =
+        NEXT.compare_exchange(0, 20_000 + (std::process::id() % 400) as u16 * 30, Ordering::SeqCst, Ordering::SeqCst);
     loop {
         let port = NEXT.fetch_add(1, Ordering::SeqCst);
         if port >= 32_000 {
@@ -107,6 +103,7 @@ impl Stack {
                 name: name.to_string(),
                 engine: Default::default(),
                 endpoints: pods.by_ref().take(count).map(Endpoint::new).collect(),
+                profile: None,
                 weights: None,
             })
             .collect();
@@ -129,10 +126,7 @@ impl Stack {
                 request_timeout_ms: 30_000,
                 retries: 2,
             },
-            agent: AgentSettings {
-                scrape_interval_ms: 50,
-                scrape_timeout_ms: 40,
-            },
+            agent: AgentSettings { scrape_interval_ms: 50, scrape_timeout_ms: 40 },
             routing: spec.routing,
             pools,
             models,
@@ -166,12 +160,8 @@ impl Stack {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
-        let options = RenderOptions {
-            explain: true,
-            ..RenderOptions::new(artifacts::filter_wasm())
-        };
-        let bootstrap =
-            render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap");
+        let options = RenderOptions { explain: true, ..RenderOptions::new(artifacts::filter_wasm()) };
+        let bootstrap = render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap");
         std::fs::write(self.path("envoy.yaml"), bootstrap).expect("write envoy.yaml");
     }
 
@@ -183,13 +173,7 @@ impl Stack {
         let child = Command::new(artifacts::envoy())
             .arg("-c")
             .arg(self.path("envoy.yaml"))
-            .args([
-                "--concurrency",
-                &concurrency.to_string(),
-                "--disable-hot-restart",
-                "--log-level",
-                "info",
-            ])
+            .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart", "--log-level", "info"])
             .env("INFERGATE_CONTROL_TOKEN", TOKEN)
             .stdout(self.log_file("envoy.out"))
             .stderr(self.log_file("envoy.log"))
@@ -200,13 +184,7 @@ impl Stack {
         let client = self.client.clone();
         self.wait_until("Envoy to become ready", Duration::from_secs(30), || {
             let (client, ready) = (client.clone(), ready.clone());
-            async move {
-                client
-                    .get(&ready)
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success())
-            }
+            async move { client.get(&ready).send().await.is_ok_and(|r| r.status().is_success()) }
         })
         .await;
     }
@@ -226,11 +204,9 @@ impl Stack {
             .spawn()
             .expect("start metrics-agent");
         self.agent = Some(child);
-        self.wait_until(
-            "the agent's first accepted snapshot",
-            Duration::from_secs(15),
-            || async { self.stat("infergate.control.accepted").await.unwrap_or(0) > before },
-        )
+        self.wait_until("the agent's first accepted snapshot", Duration::from_secs(15), || async {
+            self.stat("infergate.control.accepted").await.unwrap_or(0) > before
+        })
         .await;
     }
 
@@ -244,11 +220,7 @@ impl Stack {
 
     /// A `wasmcustom.*` counter or gauge from Envoy's stats.
     pub async fn stat(&self, name: &str) -> Option<u64> {
-        let url = format!(
-            "{}/stats?filter=wasmcustom.{}$",
-            self.admin_url,
-            name.replace('.', "\\.")
-        );
+        let url = format!("{}/stats?filter=wasmcustom.{}$", self.admin_url, name.replace('.', "\\."));
         let text = self.client.get(url).send().await.ok()?.text().await.ok()?;
         text.lines()
             .filter_map(|line| line.split_once(": "))
@@ -271,12 +243,7 @@ impl Stack {
         panic!("timed out after {timeout:?} waiting for {what}");
     }
 
-    pub async fn post(
-        &self,
-        path: &str,
-        body: impl Into<reqwest::Body>,
-        headers: &[(&str, &str)],
-    ) -> Reply {
+    pub async fn post(&self, path: &str, body: impl Into<reqwest::Body>, headers: &[(&str, &str)]) -> Reply {
         let mut request = self
             .client
             .post(format!("{}{path}", self.gateway_url))
@@ -289,12 +256,7 @@ impl Stack {
     }
 
     pub async fn chat(&self, model: &str, max_tokens: u64) -> Reply {
-        self.post(
-            "/v1/chat/completions",
-            chat_body(model, "Hello there", max_tokens).to_string(),
-            &[],
-        )
-        .await
+        self.post("/v1/chat/completions", chat_body(model, "Hello there", max_tokens).to_string(), &[]).await
     }
 
     pub fn client(&self) -> &reqwest::Client {
@@ -371,28 +333,16 @@ impl Stack {
 
     /// POSTs bytes to the control listener, with `token` as the bearer if given.
     pub async fn push_snapshot(&self, token: Option<&str>, body: Vec<u8>) -> u16 {
-        let mut request = self
-            .client
-            .post(format!("{}{SNAPSHOT_PATH}", self.control_url))
-            .body(body);
+        let mut request = self.client.post(format!("{}{SNAPSHOT_PATH}", self.control_url)).body(body);
         if let Some(token) = token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
-        request
-            .send()
-            .await
-            .expect("the control listener answers")
-            .status()
-            .as_u16()
+        request.send().await.expect("the control listener answers").status().as_u16()
     }
 
     /// Kills a pod: its port refuses connections from now on.
     pub async fn kill_pod(&self, pod: SocketAddr) {
-        let _ = self
-            .client
-            .post(format!("http://{pod}/admin/shutdown"))
-            .send()
-            .await;
+        let _ = self.client.post(format!("http://{pod}/admin/shutdown")).send().await;
         let deadline = Instant::now() + Duration::from_secs(5);
         while std::net::TcpStream::connect(pod).is_ok() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -11,10 +11,7 @@ async fn bad_pushes_are_refused_and_routing_keeps_the_last_good_snapshot() {
     // No agent: this test is the only one pushing. Signals stay fresh for the whole test.
     let stack = Stack::start(StackSpec {
         start_agent: false,
-        routing: RoutingSettings {
-            signal_max_age_ms: 60_000,
-            ..RoutingSettings::default()
-        },
+        routing: RoutingSettings { signal_max_age_ms: 60_000, ..RoutingSettings::default() },
         ..StackSpec::default()
     })
     .await;
@@ -22,62 +19,31 @@ async fn bad_pushes_are_refused_and_routing_keeps_the_last_good_snapshot() {
     let good = stack.snapshot_favouring(best, 1).encode().unwrap();
     assert_eq!(stack.push_snapshot(Some(TOKEN), good).await, 204);
     stack
-        .wait_until(
-            "routing to follow the pushed snapshot",
-            Duration::from_secs(3),
-            || async { stack.chat("m", 1).await.served_by() == Some(&best.to_string()) },
-        )
+        .wait_until("routing to follow the pushed snapshot", Duration::from_secs(3), || async {
+            stack.chat("m", 1).await.served_by() == Some(&best.to_string())
+        })
         .await;
     let accepted = stack.stat("infergate.control.accepted").await.unwrap_or(0);
 
-    let mut other_best = stack
-        .snapshot_favouring(stack.fleet.pods[0], 2)
-        .encode()
-        .unwrap();
+    let mut other_best = stack.snapshot_favouring(stack.fleet.pods[0], 2).encode().unwrap();
     assert_eq!(stack.push_snapshot(None, other_best.clone()).await, 401);
-    assert_eq!(
-        stack
-            .push_snapshot(Some("wrong-token"), other_best.clone())
-            .await,
-        401
-    );
-    assert_eq!(
-        stack
-            .push_snapshot(Some(TOKEN), b"\xc1 garbage".to_vec())
-            .await,
-        400
-    );
+    assert_eq!(stack.push_snapshot(Some("wrong-token"), other_best.clone()).await, 401);
+    assert_eq!(stack.push_snapshot(Some(TOKEN), b"\xc1 garbage".to_vec()).await, 400);
     assert_eq!(stack.push_snapshot(Some(TOKEN), Vec::new()).await, 400);
     other_best.truncate(other_best.len() / 2);
     assert_eq!(stack.push_snapshot(Some(TOKEN), other_best).await, 400);
-    assert_eq!(
-        stack.stat("infergate.control.accepted").await.unwrap_or(0),
-        accepted
-    );
-    assert!(
-        stack
-            .stat("infergate.control.unauthorized")
-            .await
-            .unwrap_or(0)
-            >= 2
-    );
+    assert_eq!(stack.stat("infergate.control.accepted").await.unwrap_or(0), accepted);
+    assert!(stack.stat("infergate.control.unauthorized").await.unwrap_or(0) >= 2);
     assert!(stack.stat("infergate.control.invalid").await.unwrap_or(0) >= 3);
 
     for _ in 0..10 {
-        assert_eq!(
-            stack.chat("m", 1).await.served_by(),
-            Some(best.to_string().as_str())
-        );
+        assert_eq!(stack.chat("m", 1).await.served_by(), Some(best.to_string().as_str()));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_listener_is_bound_to_loopback_only() {
-    let stack = Stack::start(StackSpec {
-        start_agent: false,
-        ..StackSpec::default()
-    })
-    .await;
+    let stack = Stack::start(StackSpec { start_agent: false, ..StackSpec::default() }).await;
     let listeners: serde_json::Value = stack
         .client()
         .get(format!("{}/listeners?format=json", stack.admin_url))
@@ -93,8 +59,5 @@ async fn the_control_listener_is_bound_to_loopback_only() {
         .iter()
         .find(|l| l["name"] == "control")
         .expect("a control listener");
-    assert_eq!(
-        control["local_address"]["socket_address"]["address"],
-        "127.0.0.1"
-    );
+    assert_eq!(control["local_address"]["socket_address"]["address"], "127.0.0.1");
 }

@@ -8,8 +8,7 @@ use infergate_envoy_config::{RenderOptions, UpstreamPolicy, WasmRuntime, render_
 
 fn validate(options: &RenderOptions) {
     let root = artifacts::workspace_root();
-    let config = InfergateConfig::from_yaml_file(&root.join("examples/infergate.yaml"))
-        .expect("the example config");
+    let config = InfergateConfig::from_yaml_file(&root.join("examples/infergate.yaml")).expect("the example config");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("envoy.yaml");
     std::fs::write(&path, render_bootstrap_yaml(&config, options).unwrap()).unwrap();
@@ -20,10 +19,7 @@ fn validate(options: &RenderOptions) {
         .output()
         .expect("run envoy --mode validate");
     let log = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "envoy rejected the config for {options:?}:\n{log}"
-    );
+    assert!(output.status.success(), "envoy rejected the config for {options:?}:\n{log}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("OK") || log.contains("OK"));
 }
 
@@ -32,19 +28,9 @@ fn validate(options: &RenderOptions) {
 #[test]
 fn the_example_bootstrap_validates_with_the_filter_and_with_each_baseline() {
     let wasm = artifacts::filter_wasm();
-    validate(&RenderOptions {
-        runtime: WasmRuntime::V8,
-        ..RenderOptions::new(wasm.clone())
-    });
-    for upstream_policy in [
-        UpstreamPolicy::RoundRobin,
-        UpstreamPolicy::LeastRequest,
-        UpstreamPolicy::Random,
-    ] {
-        validate(&RenderOptions {
-            upstream_policy,
-            ..RenderOptions::new(wasm.clone())
-        });
+    validate(&RenderOptions { runtime: WasmRuntime::V8, ..RenderOptions::new(wasm.clone()) });
+    for upstream_policy in [UpstreamPolicy::RoundRobin, UpstreamPolicy::LeastRequest, UpstreamPolicy::Random] {
+        validate(&RenderOptions { upstream_policy, ..RenderOptions::new(wasm.clone()) });
     }
 }
 
@@ -52,8 +38,7 @@ fn the_example_bootstrap_validates_with_the_filter_and_with_each_baseline() {
 fn the_filter_refuses_an_invalid_plugin_configuration() {
     let root = artifacts::workspace_root();
     let config = InfergateConfig::from_yaml_file(&root.join("examples/infergate.yaml")).unwrap();
-    let mut text =
-        render_bootstrap_yaml(&config, &RenderOptions::new(artifacts::filter_wasm())).unwrap();
+    let mut text = render_bootstrap_yaml(&config, &RenderOptions::new(artifacts::filter_wasm())).unwrap();
     // A router role whose model points at a pool that does not exist.
     text = text.replacen(r#""pool":"qwen""#, r#""pool":"missing""#, 1);
     assert!(text.contains("missing"), "the test edit did not apply");
@@ -67,12 +52,6 @@ fn the_filter_refuses_an_invalid_plugin_configuration() {
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !output.status.success(),
-        "an invalid routing config was accepted"
-    );
-    assert!(
-        log.contains("unknown pool"),
-        "the error does not say why:\n{log}"
-    );
+    assert!(!output.status.success(), "an invalid routing config was accepted");
+    assert!(log.contains("unknown pool"), "the error does not say why:\n{log}");
 }

@@ -11,11 +11,9 @@ async fn killing_the_best_pod_loses_no_request() {
     let best = pods[0];
     stack.favour(best, &pods).await;
     stack
-        .wait_until(
-            "routing to prefer the best pod",
-            Duration::from_secs(3),
-            || async { stack.chat("m", 1).await.served_by() == Some(&best.to_string()) },
-        )
+        .wait_until("routing to prefer the best pod", Duration::from_secs(3), || async {
+            stack.chat("m", 1).await.served_by() == Some(&best.to_string())
+        })
         .await;
     stack.kill_pod(best).await;
     // Right after the kill the snapshot still ranks the dead pod first: retries carry it.
@@ -29,14 +27,7 @@ async fn killing_the_best_pod_loses_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_agent_gone_requests_keep_succeeding_on_load_alone() {
     let mut stack = Stack::start(StackSpec::default()).await;
-    assert!(
-        stack
-            .chat("m", 1)
-            .await
-            .header("x-infergate-decision")
-            .unwrap_or_default()
-            .contains("basis=signals")
-    );
+    assert!(stack.chat("m", 1).await.header("x-infergate-decision").unwrap_or_default().contains("basis=signals"));
     stack.kill_agent();
     let max_age = stack.config.routing.signal_max_age_ms;
     let deadline = std::time::Instant::now() + Duration::from_millis(max_age * 2);
@@ -44,23 +35,13 @@ async fn with_the_agent_gone_requests_keep_succeeding_on_load_alone() {
     while std::time::Instant::now() < deadline {
         let reply = stack.chat("m", 1).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
-        last_basis = reply
-            .header("x-infergate-decision")
-            .unwrap_or_default()
-            .to_string();
+        last_basis = reply.header("x-infergate-decision").unwrap_or_default().to_string();
     }
     assert!(last_basis.contains("basis=load-only"), "{last_basis}");
     // Load-only routing still spreads over the pool.
     let mut seen = std::collections::HashSet::new();
     for _ in 0..40 {
-        seen.insert(
-            stack
-                .chat("m", 1)
-                .await
-                .served_by()
-                .unwrap_or_default()
-                .to_string(),
-        );
+        seen.insert(stack.chat("m", 1).await.served_by().unwrap_or_default().to_string());
     }
     assert!(seen.len() >= 2, "load-only routing used only {seen:?}");
 }
@@ -85,17 +66,8 @@ async fn spoofed_routing_headers_never_reach_the_decision_or_the_pod() {
             .await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         assert!(pods.contains(&reply.served_by().unwrap_or_default().to_string()));
-        let ranked = reply
-            .header("x-sim-echo-x-gateway-destination-endpoint")
-            .unwrap_or_default();
-        assert!(
-            !ranked.contains(target.as_str()),
-            "the spoofed target reached the header: {ranked}"
-        );
-        assert_eq!(
-            reply.header("x-sim-echo-x-gateway-spoofed"),
-            None,
-            "a client x-gateway-* header reached the pod"
-        );
+        let ranked = reply.header("x-sim-echo-x-gateway-destination-endpoint").unwrap_or_default();
+        assert!(!ranked.contains(target.as_str()), "the spoofed target reached the header: {ranked}");
+        assert_eq!(reply.header("x-sim-echo-x-gateway-spoofed"), None, "a client x-gateway-* header reached the pod");
     }
 }

@@ -12,75 +12,46 @@ async fn requests_go_to_the_pod_the_snapshot_favours_and_follow_when_it_changes(
     let (first_best, second_best) = (pods[1], pods[3]);
     stack.favour(first_best, &pods).await;
     stack
-        .wait_until(
-            "routing to follow the pinned metrics",
-            Duration::from_secs(3),
-            || async { stack.chat("m", 1).await.served_by() == Some(&first_best.to_string()) },
-        )
+        .wait_until("routing to follow the pinned metrics", Duration::from_secs(3), || async {
+            stack.chat("m", 1).await.served_by() == Some(&first_best.to_string())
+        })
         .await;
 
     let mut served = HashMap::new();
     for _ in 0..100 {
         let reply = stack.chat("m", 1).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
-        *served
-            .entry(reply.served_by().unwrap_or("none").to_string())
-            .or_insert(0) += 1;
+        *served.entry(reply.served_by().unwrap_or("none").to_string()).or_insert(0) += 1;
     }
     let to_best = served.get(&first_best.to_string()).copied().unwrap_or(0);
-    assert!(
-        to_best >= 95,
-        "only {to_best}/100 went to the favoured pod: {served:?}"
-    );
+    assert!(to_best >= 95, "only {to_best}/100 went to the favoured pod: {served:?}");
 
     stack.favour(second_best, &pods).await;
     let changed = Instant::now();
     stack
-        .wait_until(
-            "routing to follow the new metrics",
-            Duration::from_secs(1),
-            || async { stack.chat("m", 1).await.served_by() == Some(&second_best.to_string()) },
-        )
+        .wait_until("routing to follow the new metrics", Duration::from_secs(1), || async {
+            stack.chat("m", 1).await.served_by() == Some(&second_best.to_string())
+        })
         .await;
-    eprintln!(
-        "routing followed the metrics change in {:?}",
-        changed.elapsed()
-    );
+    eprintln!("routing followed the metrics change in {:?}", changed.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_model_lands_only_on_its_pool_and_the_model_header_reaches_the_pod() {
     let spec = StackSpec {
         pools: vec![("alpha", 2), ("beta", 2)],
-        models: vec![
-            ("llama-8b", "alpha", None),
-            ("sql-lora", "alpha", Some("sql-lora")),
-            ("qwen-7b", "beta", None),
-        ],
+        models: vec![("llama-8b", "alpha", None), ("sql-lora", "alpha", Some("sql-lora")), ("qwen-7b", "beta", None)],
         ..StackSpec::default()
     };
     let stack = Stack::start(spec).await;
-    let alpha: Vec<String> = stack.fleet.pods[..2]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let beta: Vec<String> = stack.fleet.pods[2..]
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    for (model, pool) in [
-        ("llama-8b", &alpha),
-        ("sql-lora", &alpha),
-        ("qwen-7b", &beta),
-    ] {
+    let alpha: Vec<String> = stack.fleet.pods[..2].iter().map(ToString::to_string).collect();
+    let beta: Vec<String> = stack.fleet.pods[2..].iter().map(ToString::to_string).collect();
+    for (model, pool) in [("llama-8b", &alpha), ("sql-lora", &alpha), ("qwen-7b", &beta)] {
         for _ in 0..10 {
             let reply = stack.chat(model, 1).await;
             assert_eq!(reply.status, 200, "{}", reply.body);
             let pod = reply.served_by().unwrap_or_default().to_string();
-            assert!(
-                pool.contains(&pod),
-                "{model} went to {pod}, outside its pool {pool:?}"
-            );
+            assert!(pool.contains(&pod), "{model} went to {pod}, outside its pool {pool:?}");
             assert_eq!(reply.header("x-sim-echo-x-gateway-model-name"), Some(model));
         }
     }
@@ -90,18 +61,11 @@ async fn each_model_lands_only_on_its_pool_and_the_model_header_reaches_the_pod(
 async fn the_ranked_header_lists_three_pods_and_models_are_listed() {
     let stack = Stack::start(StackSpec::default()).await;
     let reply = stack.chat("m", 1).await;
-    let ranked = reply
-        .header("x-sim-echo-x-gateway-destination-endpoint")
-        .unwrap_or_default();
+    let ranked = reply.header("x-sim-echo-x-gateway-destination-endpoint").unwrap_or_default();
     assert_eq!(ranked.split(',').count(), 3, "{ranked}");
     assert_eq!(ranked.split(',').next(), reply.served_by());
 
-    let models = stack
-        .client()
-        .get(format!("{}/v1/models", stack.gateway_url))
-        .send()
-        .await
-        .unwrap();
+    let models = stack.client().get(format!("{}/v1/models", stack.gateway_url)).send().await.unwrap();
     let body: serde_json::Value = models.json().await.unwrap();
     assert_eq!(body["data"][0]["id"], "m");
 }
@@ -120,21 +84,10 @@ async fn streaming_is_passed_through_unbuffered() {
     let mut body = infergate_e2e::chat_body("m", "stream please", 20);
     body["stream"] = serde_json::Value::Bool(true);
     let started = Instant::now();
-    let mut response = stack
-        .client()
-        .post(format!("{}/v1/chat/completions", stack.gateway_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let mut response =
+        stack.client().post(format!("{}/v1/chat/completions", stack.gateway_url)).json(&body).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(
-        response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("text/event-stream")
-    );
+    assert_eq!(response.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("text/event-stream"));
     let first = response.chunk().await.unwrap().expect("a first chunk");
     let first_at = started.elapsed();
     let mut text = String::from_utf8_lossy(&first).to_string();
@@ -143,14 +96,8 @@ async fn streaming_is_passed_through_unbuffered() {
     }
     let total = started.elapsed();
     // 20 tokens at 50 ms: the sim needs about a second; the first chunk must not wait.
-    assert!(
-        total >= Duration::from_millis(900),
-        "generation took only {total:?}"
-    );
-    assert!(
-        first_at < total / 2,
-        "first chunk at {first_at:?} of {total:?}: buffered"
-    );
+    assert!(total >= Duration::from_millis(900), "generation took only {total:?}");
+    assert!(first_at < total / 2, "first chunk at {first_at:?} of {total:?}: buffered");
     assert_eq!(text.matches("chat.completion.chunk").count(), 20);
     assert!(text.trim_end().ends_with("data: [DONE]"));
 }

@@ -64,12 +64,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub fn at(path: &FieldPath, message: impl Into<String>) -> Self {
-        Self {
-            source_name: None,
-            location: None,
-            path: path.to_string(),
-            message: message.into(),
-        }
+        Self { source_name: None, location: None, path: path.to_string(), message: message.into() }
     }
 }
 

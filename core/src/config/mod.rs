@@ -3,6 +3,7 @@
 
 mod error;
 mod routing;
+mod scoring;
 mod validate;
 #[cfg(feature = "yaml")]
 mod yaml;
@@ -12,7 +13,8 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
-pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig, RoutingSettings, Weights};
+pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
+pub use scoring::{CostDefaults, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
 pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -131,10 +133,7 @@ impl InfergateConfig {
         if self.version != SCHEMA_VERSION {
             return Err(ConfigError::at(
                 &root.key("version"),
-                format!(
-                    "unsupported schema version {}; this build reads version {SCHEMA_VERSION}",
-                    self.version
-                ),
+                format!("unsupported schema version {}; this build reads version {SCHEMA_VERSION}", self.version),
             ));
         }
         let gateway = root.key("gateway");
@@ -150,10 +149,7 @@ impl InfergateConfig {
             ));
         }
         if self.gateway.request_timeout_ms == 0 {
-            return Err(ConfigError::at(
-                &gateway.key("request_timeout_ms"),
-                "must be greater than 0",
-            ));
+            return Err(ConfigError::at(&gateway.key("request_timeout_ms"), "must be greater than 0"));
         }
         let agent = root.key("agent");
         if self.agent.scrape_interval_ms < 10 {
@@ -162,9 +158,7 @@ impl InfergateConfig {
                 format!("must be at least 10, got {}", self.agent.scrape_interval_ms),
             ));
         }
-        if self.agent.scrape_timeout_ms == 0
-            || self.agent.scrape_timeout_ms > self.agent.scrape_interval_ms * 10
-        {
+        if self.agent.scrape_timeout_ms == 0 || self.agent.scrape_timeout_ms > self.agent.scrape_interval_ms * 10 {
             return Err(ConfigError::at(
                 &agent.key("scrape_timeout_ms"),
                 "must be greater than 0 and at most 10 scrape intervals",
@@ -177,11 +171,7 @@ impl InfergateConfig {
 
     /// The routing part, as the filter and the snapshot carry it.
     pub fn routing_config(&self) -> RoutingConfig {
-        RoutingConfig {
-            settings: self.routing,
-            pools: self.pools.clone(),
-            models: self.models.clone(),
-        }
+        RoutingConfig { settings: self.routing, pools: self.pools.clone(), models: self.models.clone() }
     }
 }
 

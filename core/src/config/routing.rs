@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::scoring::{Profile, RoutingSettings, Weights};
 use crate::endpoint::Endpoint;
 
 /// Everything the router needs to map a request to a pool and rank its pods.
@@ -26,7 +27,10 @@ pub struct PoolConfig {
     pub engine: Engine,
     /// Static pod addresses, `ip:port`.
     pub endpoints: Vec<Endpoint>,
-    /// Overrides `routing.weights` for this pool.
+    /// Overrides `routing.profile` for this pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// Overrides `routing.weights` (and the profile's weights) for this pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
 }
@@ -51,86 +55,6 @@ pub enum Engine {
     Vllm,
 }
 
-/// How much each scorer counts in the weighted sum. Zero disables a scorer.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Weights {
-    #[serde(default = "Weights::default_kv_cache")]
-    pub kv_cache: f64,
-    #[serde(default = "Weights::default_queue_depth")]
-    pub queue_depth: f64,
-    #[serde(default = "Weights::default_running_requests")]
-    pub running_requests: f64,
-}
-
-impl Weights {
-    fn default_kv_cache() -> f64 {
-        1.0
-    }
-    fn default_queue_depth() -> f64 {
-        2.0
-    }
-    fn default_running_requests() -> f64 {
-        1.0
-    }
-
-    pub fn as_array(&self) -> [f64; 3] {
-        [self.kv_cache, self.queue_depth, self.running_requests]
-    }
-}
-
-impl Default for Weights {
-    fn default() -> Self {
-        Self {
-            kv_cache: Self::default_kv_cache(),
-            queue_depth: Self::default_queue_depth(),
-            running_requests: Self::default_running_requests(),
-        }
-    }
-}
-
-/// Knobs of the decision itself.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RoutingSettings {
-    #[serde(default)]
-    pub weights: Weights,
-    /// A pod's signals older than this are ignored and the pod is ranked on the
-    /// gateway's own in-flight count instead.
-    #[serde(default = "RoutingSettings::default_signal_max_age_ms")]
-    pub signal_max_age_ms: u64,
-    /// How many ranked endpoints go in `x-gateway-destination-endpoint` (first is the
-    /// choice, the rest are retry targets in order).
-    #[serde(default = "RoutingSettings::default_ranked_endpoints")]
-    pub ranked_endpoints: usize,
-    /// `Retry-After` on 503 when a pool has no ready pod.
-    #[serde(default = "RoutingSettings::default_retry_after_s")]
-    pub retry_after_s: u32,
-}
-
-impl RoutingSettings {
-    fn default_signal_max_age_ms() -> u64 {
-        1_000
-    }
-    fn default_ranked_endpoints() -> usize {
-        3
-    }
-    fn default_retry_after_s() -> u32 {
-        1
-    }
-}
-
-impl Default for RoutingSettings {
-    fn default() -> Self {
-        Self {
-            weights: Weights::default(),
-            signal_max_age_ms: Self::default_signal_max_age_ms(),
-            ranked_endpoints: Self::default_ranked_endpoints(),
-            retry_after_s: Self::default_retry_after_s(),
-        }
-    }
-}
-
 impl RoutingConfig {
     pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
         self.pools.iter().find(|p| p.name == name)
@@ -140,7 +64,12 @@ impl RoutingConfig {
         self.models.iter().find(|m| m.name == name)
     }
 
+    pub fn profile_for(&self, pool: &PoolConfig) -> Profile {
+        pool.profile.unwrap_or(self.settings.profile)
+    }
+
+    /// The pool's weights: its own, else the file's, else its profile's preset.
     pub fn weights_for(&self, pool: &PoolConfig) -> Weights {
-        pool.weights.unwrap_or(self.settings.weights)
+        pool.weights.or(self.settings.weights).unwrap_or_else(|| self.profile_for(pool).weights())
     }
 }

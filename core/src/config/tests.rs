@@ -12,8 +12,7 @@ fn the_shipped_example_is_valid() {
 
 #[test]
 fn defaults_fill_omitted_sections() {
-    let text =
-        "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n";
+    let text = "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n";
     let config = InfergateConfig::from_yaml_str(text, "t").unwrap();
     assert_eq!(config.gateway, GatewaySettings::default());
     assert_eq!(config.gateway.max_body_bytes, 8 * 1024 * 1024);
@@ -26,9 +25,7 @@ fn error_of(text: &str) -> ConfigError {
 
 #[test]
 fn unknown_field_is_reported_with_its_line() {
-    let err = error_of(
-        "version: 1\npools:\n  - name: a\n    endpoints: [127.0.0.1:1]\n    weigths: {}\nmodels: []\n",
-    );
+    let err = error_of("version: 1\npools:\n  - name: a\n    endpoints: [127.0.0.1:1]\n    weigths: {}\nmodels: []\n");
     assert_eq!(err.location.map(|l| l.line), Some(5), "{err}");
     assert!(err.to_string().contains("weigths"), "{err}");
 }
@@ -45,9 +42,7 @@ fn unknown_pool_reference_points_at_the_line_of_the_field() {
 
 #[test]
 fn bad_endpoint_names_the_expected_format() {
-    let err = error_of(
-        "version: 1\npools:\n  - name: a\n    endpoints: [pod-a:8000]\nmodels: [{name: m, pool: a}]\n",
-    );
+    let err = error_of("version: 1\npools:\n  - name: a\n    endpoints: [pod-a:8000]\nmodels: [{name: m, pool: a}]\n");
     assert_eq!(err.location.map(|l| l.line), Some(4), "{err}");
     assert!(err.message.contains("expected ip:port"), "{err}");
 }
@@ -55,14 +50,8 @@ fn bad_endpoint_names_the_expected_format() {
 #[test]
 fn semantic_errors_name_the_field() {
     let cases = [
-        (
-            "version: 2\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
-            "version",
-        ),
-        (
-            "version: 1\npools: [{name: A, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: A}]\n",
-            "pools[0].name",
-        ),
+        ("version: 2\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n", "version"),
+        ("version: 1\npools: [{name: A, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: A}]\n", "pools[0].name"),
         (
             "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1, 127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "pools[0].endpoints[1]",
@@ -79,10 +68,7 @@ fn semantic_errors_name_the_field() {
             "version: 1\ngateway: {max_body_bytes: 10}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "gateway.max_body_bytes",
         ),
-        (
-            "version: 1\npools: [{name: a, endpoints: []}]\nmodels: [{name: m, pool: a}]\n",
-            "pools[0].endpoints",
-        ),
+        ("version: 1\npools: [{name: a, endpoints: []}]\nmodels: [{name: m, pool: a}]\n", "pools[0].endpoints"),
     ];
     for (text, path) in cases {
         let err = error_of(text);

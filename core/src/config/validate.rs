@@ -3,53 +3,75 @@
 use std::collections::HashSet;
 
 use super::error::{ConfigError, FieldPath};
-use super::routing::{ModelConfig, PoolConfig, RoutingSettings, Weights};
+use super::routing::{ModelConfig, PoolConfig};
+use super::scoring::{RoutingSettings, Weights};
 
 /// Longest accepted model name; the name is copied into a request header.
 pub const MAX_MODEL_NAME_BYTES: usize = 256;
 
-pub(crate) fn check_settings(
-    settings: &RoutingSettings,
-    at: &FieldPath,
-) -> Result<(), ConfigError> {
-    check_weights(&settings.weights, &at.key("weights"))?;
+pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Result<(), ConfigError> {
+    if let Some(weights) = &settings.weights {
+        check_weights(weights, &at.key("weights"))?;
+    }
+    if !(settings.kv_cache_threshold > 0.0 && settings.kv_cache_threshold <= 1.0) {
+        return Err(ConfigError::at(
+            &at.key("kv_cache_threshold"),
+            format!("must be in (0, 1], got {}", settings.kv_cache_threshold),
+        ));
+    }
+    let prefix = at.key("prefix");
+    let p = &settings.prefix;
+    let ranges: [(&'static str, u32, u32, u32); 4] = [
+        ("block_chars", p.block_chars, 4, 65_536),
+        ("max_blocks", p.max_blocks, 1, 65_536),
+        ("max_owners", p.max_owners, 1, 4_096),
+        ("default_blocks_per_pod", p.default_blocks_per_pod, 1, 10_000_000),
+    ];
+    for (name, value, low, high) in ranges {
+        if !(low..=high).contains(&value) {
+            return Err(ConfigError::at(&prefix.key(name), format!("must be between {low} and {high}, got {value}")));
+        }
+    }
+    let cost = at.key("cost");
+    let c = &settings.cost;
+    let positive = [
+        ("prefill_tokens_per_s", c.prefill_tokens_per_s),
+        ("decode_step_ms", c.decode_step_ms),
+        ("mean_prompt_tokens", c.mean_prompt_tokens),
+        ("step_token_budget", c.step_token_budget),
+        ("output_tokens", c.output_tokens),
+    ];
+    for (name, value) in positive {
+        if !(value.is_finite() && value > 0.0) {
+            return Err(ConfigError::at(&cost.key(name), format!("must be a finite number > 0, got {value}")));
+        }
+    }
+    for (name, value) in [("lora_load_ms", c.lora_load_ms), ("unknown_pod_penalty_ms", c.unknown_pod_penalty_ms)] {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(ConfigError::at(&cost.key(name), format!("must be a finite number >= 0, got {value}")));
+        }
+    }
     if !(1..=16).contains(&settings.ranked_endpoints) {
         return Err(ConfigError::at(
             &at.key("ranked_endpoints"),
-            format!(
-                "must be between 1 and 16, got {}",
-                settings.ranked_endpoints
-            ),
+            format!("must be between 1 and 16, got {}", settings.ranked_endpoints),
         ));
     }
     if settings.signal_max_age_ms == 0 {
-        return Err(ConfigError::at(
-            &at.key("signal_max_age_ms"),
-            "must be greater than 0",
-        ));
+        return Err(ConfigError::at(&at.key("signal_max_age_ms"), "must be greater than 0"));
     }
     Ok(())
 }
 
 pub(crate) fn check_weights(weights: &Weights, at: &FieldPath) -> Result<(), ConfigError> {
-    let named = [
-        ("kv_cache", weights.kv_cache),
-        ("queue_depth", weights.queue_depth),
-        ("running_requests", weights.running_requests),
-    ];
+    let named = weights.named();
     for (name, value) in named {
         if !value.is_finite() || value < 0.0 {
-            return Err(ConfigError::at(
-                &at.key(name),
-                format!("must be a finite number >= 0, got {value}"),
-            ));
+            return Err(ConfigError::at(&at.key(name), format!("must be a finite number >= 0, got {value}")));
         }
     }
     if named.iter().all(|(_, v)| *v == 0.0) {
-        return Err(ConfigError::at(
-            at,
-            "at least one weight must be greater than 0",
-        ));
+        return Err(ConfigError::at(at, "at least one weight must be greater than 0"));
     }
     Ok(())
 }
@@ -63,24 +85,15 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
         let here = at.index(i);
         check_pool_name(&pool.name, &here.key("name"))?;
         if !names.insert(pool.name.as_str()) {
-            return Err(ConfigError::at(
-                &here.key("name"),
-                format!("duplicate pool name {:?}", pool.name),
-            ));
+            return Err(ConfigError::at(&here.key("name"), format!("duplicate pool name {:?}", pool.name)));
         }
         if pool.endpoints.is_empty() {
-            return Err(ConfigError::at(
-                &here.key("endpoints"),
-                "a pool needs at least one endpoint",
-            ));
+            return Err(ConfigError::at(&here.key("endpoints"), "a pool needs at least one endpoint"));
         }
         let mut seen = HashSet::new();
         for (j, endpoint) in pool.endpoints.iter().enumerate() {
             if !seen.insert(endpoint) {
-                return Err(ConfigError::at(
-                    &here.key("endpoints").index(j),
-                    format!("duplicate endpoint {endpoint}"),
-                ));
+                return Err(ConfigError::at(&here.key("endpoints").index(j), format!("duplicate endpoint {endpoint}")));
             }
         }
         if let Some(weights) = &pool.weights {
@@ -90,11 +103,7 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
     Ok(())
 }
 
-pub(crate) fn check_models(
-    models: &[ModelConfig],
-    pools: &[PoolConfig],
-    at: &FieldPath,
-) -> Result<(), ConfigError> {
+pub(crate) fn check_models(models: &[ModelConfig], pools: &[PoolConfig], at: &FieldPath) -> Result<(), ConfigError> {
     if models.is_empty() {
         return Err(ConfigError::at(at, "at least one model is required"));
     }
@@ -103,20 +112,13 @@ pub(crate) fn check_models(
         let here = at.index(i);
         check_model_name(&model.name).map_err(|m| ConfigError::at(&here.key("name"), m))?;
         if !names.insert(model.name.as_str()) {
-            return Err(ConfigError::at(
-                &here.key("name"),
-                format!("duplicate model name {:?}", model.name),
-            ));
+            return Err(ConfigError::at(&here.key("name"), format!("duplicate model name {:?}", model.name)));
         }
         if !pools.iter().any(|p| p.name == model.pool) {
             let known: Vec<&str> = pools.iter().map(|p| p.name.as_str()).collect();
             return Err(ConfigError::at(
                 &here.key("pool"),
-                format!(
-                    "unknown pool {:?}; defined pools: {}",
-                    model.pool,
-                    known.join(", ")
-                ),
+                format!("unknown pool {:?}; defined pools: {}", model.pool, known.join(", ")),
             ));
         }
         if let Some(adapter) = &model.adapter {
@@ -129,9 +131,7 @@ pub(crate) fn check_models(
 fn check_pool_name(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
     let valid = !name.is_empty()
         && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
     if valid {
@@ -139,9 +139,7 @@ fn check_pool_name(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError::at(
             at,
-            format!(
-                "invalid pool name {name:?}: use 1-63 lower-case letters, digits and '-', not at either end"
-            ),
+            format!("invalid pool name {name:?}: use 1-63 lower-case letters, digits and '-', not at either end"),
         ))
     }
 }
@@ -153,10 +151,7 @@ pub fn check_model_name(name: &str) -> Result<(), String> {
         return Err("must not be empty".to_string());
     }
     if name.len() > MAX_MODEL_NAME_BYTES {
-        return Err(format!(
-            "must be at most {MAX_MODEL_NAME_BYTES} bytes, got {}",
-            name.len()
-        ));
+        return Err(format!("must be at most {MAX_MODEL_NAME_BYTES} bytes, got {}", name.len()));
     }
     if name.chars().any(char::is_control) {
         return Err("must not contain control characters".to_string());

@@ -19,10 +19,7 @@ impl InfergateConfig {
     pub fn from_yaml_str(text: &str, source_name: &str) -> Result<Self, ConfigError> {
         let config: InfergateConfig = serde_yaml_ng::from_str(text).map_err(|err| ConfigError {
             source_name: Some(source_name.to_string()),
-            location: err.location().map(|l| Location {
-                line: l.line(),
-                column: l.column(),
-            }),
+            location: err.location().map(|l| Location { line: l.line(), column: l.column() }),
             path: String::new(),
             message: err.to_string(),
         })?;
@@ -53,10 +50,9 @@ fn locate(text: &str, rendered_path: &str) -> Option<Location> {
     let deserializer = serde_yaml_ng::Deserializer::from_str(text);
     let probe = Probe { target: &path.0 };
     match probe.deserialize(deserializer) {
-        Err(err) if err.to_string().contains(PROBE_HIT) => err.location().map(|l| Location {
-            line: l.line(),
-            column: l.column(),
-        }),
+        Err(err) if err.to_string().contains(PROBE_HIT) => {
+            err.location().map(|l| Location { line: l.line(), column: l.column() })
+        }
         _ => None,
     }
 }
@@ -163,18 +159,11 @@ impl<'de> Visitor<'de> for Probe<'_> {
 
 impl Probe<'_> {
     fn scalar<E: de::Error>(&self) -> Result<(), E> {
-        if self.target.is_empty() {
-            Err(E::custom(PROBE_HIT))
-        } else {
-            Ok(())
-        }
+        if self.target.is_empty() { Err(E::custom(PROBE_HIT)) } else { Ok(()) }
     }
 }
 
-fn hit_or_skip_map<'de, A: MapAccess<'de>>(
-    target: &[OwnedSegment],
-    mut map: A,
-) -> Result<(), A::Error> {
+fn hit_or_skip_map<'de, A: MapAccess<'de>>(target: &[OwnedSegment], mut map: A) -> Result<(), A::Error> {
     if target.is_empty() {
         return Err(de::Error::custom(PROBE_HIT));
     }

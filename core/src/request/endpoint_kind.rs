@@ -29,19 +29,10 @@ mod tests {
 
     #[test]
     fn classifies_paths() {
-        assert_eq!(
-            classify("POST", "/v1/chat/completions"),
-            ApiEndpoint::Inference
-        );
-        assert_eq!(
-            classify("POST", "/v1/completions?x=1"),
-            ApiEndpoint::Inference
-        );
+        assert_eq!(classify("POST", "/v1/chat/completions"), ApiEndpoint::Inference);
+        assert_eq!(classify("POST", "/v1/completions?x=1"), ApiEndpoint::Inference);
         assert_eq!(classify("GET", "/v1/models"), ApiEndpoint::ListModels);
-        assert_eq!(
-            classify("GET", "/v1/chat/completions"),
-            ApiEndpoint::Unknown
-        );
+        assert_eq!(classify("GET", "/v1/chat/completions"), ApiEndpoint::Unknown);
         assert_eq!(classify("POST", "/admin"), ApiEndpoint::Unknown);
     }
 }

@@ -3,6 +3,7 @@
 
 mod endpoint_kind;
 mod model_field;
+mod prompt;
 
 use serde::Deserialize;
 
@@ -12,10 +13,22 @@ pub use endpoint_kind::{ApiEndpoint, classify};
 use model_field::ModelField;
 
 /// What routing needs from a request body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InferenceRequest {
     pub model: String,
     pub stream: bool,
+    /// The prompt bytes the engine will see (tools, then each message), for prefix
+    /// hashing and for the prompt-length estimate.
+    pub prompt: Vec<u8>,
+    /// `max_completion_tokens`, else `max_tokens`, if given.
+    pub max_tokens: Option<u32>,
+}
+
+impl InferenceRequest {
+    /// Prompt tokens, at about 4 characters per token.
+    pub fn prompt_tokens(&self) -> u32 {
+        u32::try_from(self.prompt.len().div_ceil(4)).unwrap_or(u32::MAX).max(1)
+    }
 }
 
 #[derive(Deserialize)]
@@ -24,6 +37,16 @@ struct Body<'a> {
     model: ModelField<'a>,
     #[serde(default)]
     stream: Option<bool>,
+    #[serde(default, borrow)]
+    messages: Option<Vec<prompt::Message<'a>>>,
+    #[serde(default, borrow)]
+    tools: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    prompt: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    max_completion_tokens: Option<u32>,
 }
 
 /// Parses a complete request body. Unknown fields are ignored (they belong to the
@@ -38,10 +61,13 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
         ));
     }
     let parsed: Body<'_> = serde_json::from_slice(body).map_err(|e| {
-        let param = if e.to_string().contains("`model`") {
+        let text = e.to_string();
+        let param = if text.contains("`model`") {
             Some("model")
-        } else if e.to_string().contains("boolean") {
+        } else if text.contains("boolean") {
             Some("stream")
+        } else if text.contains("messages") || text.contains("sequence") {
+            Some("messages")
         } else {
             None
         };
@@ -68,12 +94,13 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
         }
         ModelField::String(name) => name,
     };
-    check_model_name(&model).map_err(|why| {
-        ApiError::invalid_request("invalid_model", Some("model"), format!("`model` {why}."))
-    })?;
+    check_model_name(&model)
+        .map_err(|why| ApiError::invalid_request("invalid_model", Some("model"), format!("`model` {why}.")))?;
     Ok(InferenceRequest {
         model: model.into_owned(),
         stream: parsed.stream.unwrap_or(false),
+        prompt: prompt::render(parsed.tools, parsed.messages.as_deref(), parsed.prompt),
+        max_tokens: parsed.max_completion_tokens.or(parsed.max_tokens),
     })
 }
 

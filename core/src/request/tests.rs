@@ -6,17 +6,8 @@ fn err(body: &str) -> ApiError {
 
 #[test]
 fn extracts_model_and_stream() {
-    let r = parse_request(
-        br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}"#,
-    )
-    .unwrap();
-    assert_eq!(
-        r,
-        InferenceRequest {
-            model: "m".into(),
-            stream: true
-        }
-    );
+    let r = parse_request(br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}"#).unwrap();
+    assert_eq!((r.model.as_str(), r.stream), ("m", true));
 }
 
 #[test]
@@ -34,20 +25,13 @@ fn each_bad_model_gets_its_own_code() {
     assert!(err(r#"{"model":["a"]}"#).message.contains("an array"));
     assert!(err(r#"{"model":{"a":1}}"#).message.contains("an object"));
     assert_eq!(err(r#"{"model":""}"#).code, "invalid_model");
-    assert_eq!(
-        err("{\"model\":\"a\\r\\nx-evil: 1\"}").code,
-        "invalid_model"
-    );
+    assert_eq!(err("{\"model\":\"a\\r\\nx-evil: 1\"}").code, "invalid_model");
 }
 
 #[test]
 fn invalid_json_is_a_400_with_position() {
-    for body in [
-        "{\"model\":",
-        "{\"model\":\"m\"} trailing",
-        "\u{feff}{\"model\":\"m\"}",
-        "{\"model\":\"m\" /* c */}",
-    ] {
+    for body in ["{\"model\":", "{\"model\":\"m\"} trailing", "\u{feff}{\"model\":\"m\"}", "{\"model\":\"m\" /* c */}"]
+    {
         let e = err(body);
         assert_eq!((e.status, e.code), (400, "invalid_json"), "{body}");
         assert!(e.message.contains("line"), "{}", e.message);
@@ -83,12 +67,43 @@ fn non_boolean_stream_is_refused() {
 fn deep_nesting_is_skipped_without_recursion() {
     // Fields other than `model` and `stream` are skipped iteratively, so depth costs no
     // stack; the model server judges them.
-    let body = format!(
-        "{{\"model\":\"m\",\"x\":{}{}}}",
-        "[".repeat(10_000),
-        "]".repeat(10_000)
-    );
+    let body = format!("{{\"model\":\"m\",\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
     assert_eq!(parse_request(body.as_bytes()).unwrap().model, "m");
     let inside_model = format!("{{\"model\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
     assert_eq!(err(&inside_model).code, "invalid_model");
+}
+
+#[test]
+fn the_prompt_is_tools_then_each_message_with_its_role() {
+    let body = r#"{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],
+        "messages":[{"role":"system","content":"be brief"},
+                    {"role":"user","content":[{"type":"text","text":"part one "},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"two"}]},
+                    {"role":"assistant","content":null,"tool_calls":[{"id":"1"}]}],
+        "max_tokens":7}"#;
+    let r = parse_request(body.as_bytes()).unwrap();
+    let prompt = String::from_utf8(r.prompt).unwrap();
+    assert_eq!(
+        prompt,
+        r#"<|tools|>[{"type":"function","function":{"name":"f"}}]<|system|>be brief<|user|>part one image_url{"url":"u"}type"image_url"two<|assistant|>[{"id":"1"}]"#
+    );
+    assert_eq!(r.max_tokens, Some(7));
+}
+
+#[test]
+fn the_next_turn_extends_the_previous_prompt() {
+    let turn1 =
+        parse_request(br#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"q1"}]}"#)
+            .unwrap();
+    let turn2 = parse_request(
+        br#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]}"#,
+    )
+    .unwrap();
+    assert!(turn2.prompt.starts_with(&turn1.prompt));
+}
+
+#[test]
+fn completions_prompts_and_escapes_are_decoded() {
+    let r = parse_request(br#"{"model":"m","prompt":"caf\u00e9","max_completion_tokens":3,"max_tokens":9}"#).unwrap();
+    assert_eq!(r.prompt, "café".as_bytes());
+    assert_eq!(r.max_tokens, Some(3));
 }

@@ -1,33 +1,36 @@
-//! Builds the scoring candidates of a pool from the snapshot, or from the static
-//! config when there is none, and decides per pod whether its signals are usable.
+//! Builds the candidates of a pool for one request: each pod's load, with fresh signals
+//! or on the gateway's own in-flight count when they are stale; its adapter state; and
+//! how much of the prompt it probably holds.
+
+use std::collections::HashMap;
 
 use super::DecisionBasis;
-use super::inflight::InflightCounts;
+use super::ledger::LoadLedger;
 use crate::config::{PoolConfig, RoutingSettings};
-use crate::scoring::Candidate;
-use crate::snapshot::{PodState, Snapshot};
+use crate::endpoint::Endpoint;
+use crate::prefix::PrefixIndex;
+use crate::scoring::{AdapterState, Candidate, LearnedRates};
+use crate::snapshot::{PodSignals, PodState, Snapshot};
 
-pub(super) fn build(
-    pool: &PoolConfig,
-    snapshot: Option<&Snapshot>,
-    inflight: &InflightCounts,
-    settings: &RoutingSettings,
-    now_ms: u64,
-) -> (Vec<Candidate>, DecisionBasis) {
-    let pods = snapshot.and_then(|s| s.pool(&pool.name));
+pub(super) struct Inputs<'a> {
+    pub pool: &'a PoolConfig,
+    pub snapshot: Option<&'a Snapshot>,
+    pub ledger: &'a dyn LoadLedger,
+    /// In-flight counts when the snapshot was adopted: what its scrape already saw.
+    pub baseline: &'a HashMap<Endpoint, u32>,
+    pub prefix: &'a PrefixIndex,
+    pub hashes: &'a [u64],
+    pub adapter: Option<&'a str>,
+    pub settings: &'a RoutingSettings,
+    pub now_ms: u64,
+}
+
+pub(super) fn build(inputs: &Inputs<'_>) -> (Vec<Candidate>, DecisionBasis) {
+    let pods = inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name));
     let candidates: Vec<(Candidate, bool)> = match pods {
-        Some(state) => state
-            .pods
-            .iter()
-            .filter(|pod| pod.ready)
-            .map(|pod| from_pod(pod, inflight, settings, now_ms))
-            .collect(),
+        Some(state) => state.pods.iter().filter(|pod| pod.ready).map(|pod| from_pod(pod, inputs)).collect(),
         // No snapshot yet, or the pool is new: the static endpoints, on load alone.
-        None => pool
-            .endpoints
-            .iter()
-            .map(|&endpoint| (load_only(endpoint, inflight), false))
-            .collect(),
+        None => inputs.pool.endpoints.iter().map(|&endpoint| (unobserved(endpoint, inputs, true), false)).collect(),
     };
     let fresh = candidates.iter().filter(|(_, fresh)| *fresh).count();
     let basis = if fresh == candidates.len() && fresh > 0 {
@@ -40,37 +43,78 @@ pub(super) fn build(
     (candidates.into_iter().map(|(c, _)| c).collect(), basis)
 }
 
-/// A pod with fresh signals, plus what was sent to it since they were scraped; or,
-/// when they are stale or missing, its in-flight count alone.
-fn from_pod(
-    pod: &PodState,
-    inflight: &InflightCounts,
-    settings: &RoutingSettings,
-    now_ms: u64,
-) -> (Candidate, bool) {
-    let fresh = pod
-        .scraped_at_ms
-        .is_some_and(|at| now_ms.saturating_sub(at) <= settings.signal_max_age_ms);
-    match (&pod.signals, fresh) {
-        (Some(signals), true) => (
-            Candidate {
-                endpoint: pod.address,
-                waiting: signals.waiting + f64::from(inflight.sent_since_snapshot(pod.address)),
-                running: signals.running,
-                kv_cache_usage: Some(signals.kv_cache_usage),
-            },
-            true,
-        ),
-        _ => (load_only(pod.address, inflight), false),
-    }
+fn age_ok(pod: &PodState, max_age_ms: u64, now_ms: u64) -> bool {
+    pod.scraped_at_ms.is_some_and(|at| now_ms.saturating_sub(at) <= max_age_ms)
 }
 
-fn load_only(endpoint: crate::endpoint::Endpoint, inflight: &InflightCounts) -> Candidate {
-    let in_flight = f64::from(inflight.in_flight(endpoint));
+fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
+    let settings = inputs.settings;
+    let Some(signals) = &pod.signals else {
+        return (unobserved(pod.address, inputs, false), false);
+    };
+    let in_flight = inputs.ledger.in_flight(pod.address);
+    let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
+    let mut candidate = Candidate {
+        endpoint: pod.address,
+        waiting: f64::from(in_flight),
+        running: f64::from(in_flight),
+        kv_cache_usage: None,
+        adapter: AdapterState::Unknown,
+        matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
+        total_blocks: inputs.hashes.len(),
+        // Learned speeds change slowly: they stay usable whatever their age.
+        learned: LearnedRates {
+            prefill_tokens_per_s: signals.prefill_tokens_per_s,
+            decode_step_ms: signals.decode_step_ms,
+            mean_prompt_tokens: signals.mean_prompt_tokens,
+        },
+        has_metrics: true,
+    };
+    if fresh {
+        // What this gateway sent since the scrape is not in it yet: count it as waiting.
+        let baseline = inputs.baseline.get(&pod.address).copied().unwrap_or(0);
+        candidate.waiting = signals.waiting + f64::from(in_flight.saturating_sub(baseline));
+        candidate.running = signals.running;
+        candidate.kv_cache_usage = Some(signals.kv_cache_usage);
+    }
+    candidate.adapter = match inputs.adapter {
+        None => AdapterState::NotNeeded,
+        Some(_) if !age_ok(pod, settings.adapter_max_age_ms, inputs.now_ms) => AdapterState::Unknown,
+        Some(adapter) => adapter_state(signals, adapter),
+    };
+    (candidate, fresh)
+}
+
+/// A pod ranked on in-flight counts alone. One that has never reported metrics while
+/// others have is penalized; with no snapshot at all, every pod is alike.
+fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Candidate {
+    let in_flight = f64::from(inputs.ledger.in_flight(endpoint));
     Candidate {
         endpoint,
         waiting: in_flight,
         running: in_flight,
         kv_cache_usage: None,
+        adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
+        matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),
+        total_blocks: inputs.hashes.len(),
+        learned: LearnedRates::default(),
+        has_metrics: no_snapshot,
+    }
+}
+
+/// vLLM lists the adapters of running and of waiting requests; resident but idle
+/// adapters are not listed, so a free slot is counted from the lists and `max_lora`.
+fn adapter_state(signals: &PodSignals, adapter: &str) -> AdapterState {
+    if signals.running_adapters.iter().any(|a| a == adapter) {
+        AdapterState::Running
+    } else if signals.waiting_adapters.iter().any(|a| a == adapter) {
+        AdapterState::Waiting
+    } else {
+        let used = signals.running_adapters.len() + signals.waiting_adapters.len();
+        match signals.max_loras {
+            Some(max) if used < max as usize => AdapterState::FreeSlot,
+            Some(_) => AdapterState::MustEvict,
+            None => AdapterState::Unknown,
+        }
     }
 }

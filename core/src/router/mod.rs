@@ -1,58 +1,32 @@
-//! The per-worker routing state: the active config and snapshot, this worker's
-//! in-flight counts, and the decision for one request.
+//! The per-worker routing state and the decision for one request: model → pool and
+//! adapter, the pool's candidates, the KV filter, the ranking, and the bookkeeping that
+//! follows (in-flight counts, prefix ownership).
 
 mod candidates;
-mod inflight;
+mod decision;
+mod ledger;
 mod model_list;
 
+use std::collections::HashMap;
+
 use crate::api_error::ApiError;
-use crate::config::RoutingConfig;
+use crate::config::{RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
+use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
-use crate::scoring::{rank_top, weighted_totals};
+use crate::scoring::{RequestShape, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
-pub use inflight::InflightCounts;
-
-/// Where a request goes, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    pub pool: String,
-    /// The LoRA adapter the model maps to, if any.
-    pub adapter: Option<String>,
-    /// Best first; the rest are retry targets in order.
-    pub endpoints: Vec<Endpoint>,
-    pub basis: DecisionBasis,
-}
-
-/// What the ranking rested on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionBasis {
-    /// Every candidate had fresh signals.
-    Signals,
-    /// Some candidates had fresh signals, the others were ranked on in-flight counts.
-    Mixed,
-    /// No fresh signals at all (no snapshot, or the agent is gone): in-flight counts only.
-    LoadOnly,
-}
-
-impl Decision {
-    /// The `x-gateway-destination-endpoint` value: `a,b,c`.
-    pub fn endpoint_header(&self) -> String {
-        let mut out = String::new();
-        for (i, endpoint) in self.endpoints.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&endpoint.to_string());
-        }
-        out
-    }
-}
+pub use decision::{Decision, DecisionBasis, PodReport};
+pub use ledger::{LoadLedger, LocalLedger};
 
 pub struct Router {
     config: RoutingConfig,
     snapshot: Option<Snapshot>,
-    inflight: InflightCounts,
+    /// In-flight counts when the snapshot was adopted (its scrape already saw those).
+    baseline: HashMap<Endpoint, u32>,
+    /// Prefix capacity of each pod in hashed blocks, from its KV size.
+    capacity: HashMap<Endpoint, usize>,
+    prefix: PrefixIndex,
     rng: fastrand::Rng,
 }
 
@@ -60,9 +34,11 @@ impl Router {
     /// `config` is the plugin configuration's, used until the first snapshot arrives.
     pub fn new(config: RoutingConfig, seed: u64) -> Self {
         Self {
+            prefix: PrefixIndex::new(config.settings.prefix.max_owners),
             config,
             snapshot: None,
-            inflight: InflightCounts::default(),
+            baseline: HashMap::new(),
+            capacity: HashMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -75,61 +51,113 @@ impl Router {
         self.snapshot.as_ref()
     }
 
-    /// Adopts a validated snapshot: its config becomes active, and the optimistic
-    /// "sent since the last scrape" counts start again from zero.
-    pub fn apply_snapshot(&mut self, snapshot: Snapshot) {
-        self.config = snapshot.routing.clone();
-        self.snapshot = Some(snapshot);
-        self.inflight.reset_sent_since_snapshot();
+    pub fn prefix_index(&self) -> &PrefixIndex {
+        &self.prefix
     }
 
-    /// Chooses the ranked endpoints for a request, and counts it as in flight on the
-    /// first of them until [`Router::release`] is called.
-    pub fn route(&mut self, request: &InferenceRequest, now_ms: u64) -> Result<Decision, ApiError> {
-        let model = self
-            .config
-            .model(&request.model)
-            .ok_or_else(|| ApiError::model_not_found(&request.model))?;
-        let pool = self
-            .config
-            .pool(&model.pool)
-            .ok_or_else(|| ApiError::model_not_found(&request.model))?;
-        let (candidates, basis) = candidates::build(
+    /// Adopts a validated snapshot: its config becomes active, each pod's current
+    /// in-flight count becomes the baseline that its scrape already reflects, and pods
+    /// that left are forgotten by the prefix index.
+    pub fn apply_snapshot(&mut self, snapshot: Snapshot, ledger: &dyn LoadLedger) {
+        let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
+        let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
+        self.baseline.clear();
+        let mut capacity = HashMap::new();
+        for pod in snapshot.pools.iter().flat_map(|p| &p.pods) {
+            self.baseline.insert(pod.address, ledger.in_flight(pod.address));
+            let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
+            let blocks = kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * 4.0) / block_chars) as usize);
+            capacity.insert(pod.address, blocks.max(1));
+        }
+        let gone: Vec<Endpoint> = self.prefix.pods().filter(|p| !capacity.contains_key(p)).copied().collect();
+        for pod in gone {
+            self.prefix.forget(pod);
+        }
+        self.capacity = capacity;
+        self.config = snapshot.routing.clone();
+        self.snapshot = Some(snapshot);
+    }
+
+    /// Chooses the ranked endpoints for a request and counts it in flight on the first.
+    pub fn route(
+        &mut self,
+        request: &InferenceRequest,
+        now_ms: u64,
+        ledger: &mut dyn LoadLedger,
+    ) -> Result<Decision, ApiError> {
+        let model = self.config.model(&request.model).ok_or_else(|| ApiError::model_not_found(&request.model))?;
+        let pool = self.config.pool(&model.pool).ok_or_else(|| ApiError::model_not_found(&request.model))?;
+        let settings = &self.config.settings;
+        let adapter = model.adapter.as_deref();
+        let hashes = prompt_block_hashes(
+            &request.prompt,
+            &model.name,
+            adapter,
+            settings.prefix.block_chars,
+            settings.prefix.max_blocks,
+        );
+        let (candidates, basis) = candidates::build(&candidates::Inputs {
             pool,
-            self.snapshot.as_ref(),
-            &self.inflight,
-            &self.config.settings,
+            snapshot: self.snapshot.as_ref(),
+            ledger: &*ledger,
+            baseline: &self.baseline,
+            prefix: &self.prefix,
+            hashes: &hashes,
+            adapter,
+            settings,
             now_ms,
-        );
-        let totals = weighted_totals(&candidates, &self.config.weights_for(pool));
-        let endpoints = rank_top(
-            &candidates,
-            &totals,
-            self.config.settings.ranked_endpoints,
-            &mut self.rng,
-        );
-        let Some(first) = endpoints.first() else {
-            return Err(ApiError::no_ready_endpoint(
-                &pool.name,
-                self.config.settings.retry_after_s,
-            ));
+        });
+        let shape = RequestShape {
+            prompt_tokens: f64::from(request.prompt_tokens()),
+            tokens_per_block: f64::from(settings.prefix.block_chars) / 4.0,
+            output_tokens: request.max_tokens.map_or(settings.cost.output_tokens, f64::from),
         };
-        self.inflight.dispatched(*first);
+        let profile = self.config.profile_for(pool);
+        let totals = match settings.scoring {
+            ScoringMode::PredictedTtft => ttft_totals(&candidates, &shape, &settings.cost, profile),
+            ScoringMode::Weighted => weighted_totals(&candidates, &self.config.weights_for(pool)),
+        };
+        let mut eligible: Vec<bool> =
+            candidates.iter().map(|c| !over_threshold(c, settings.kv_cache_threshold)).collect();
+        if !eligible.iter().any(|ok| *ok) {
+            eligible.iter_mut().for_each(|ok| *ok = true);
+        }
+        let ranked = rank_top(&totals, &eligible, settings.ranked_endpoints, &mut self.rng);
+        let Some(&first) = ranked.first() else {
+            return Err(ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s));
+        };
+        let report = |i: usize| {
+            candidates.get(i).zip(totals.get(i)).map(|(c, &total)| PodReport::new(c, total, &shape, settings, profile))
+        };
+        let chosen = report(first).ok_or_else(|| ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s))?;
+        let runner_up = ranked.get(1).and_then(|&i| report(i));
+        let best_match = candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0);
+        ledger.add(chosen.endpoint, 1);
         Ok(Decision {
             pool: pool.name.clone(),
+            model: model.name.clone(),
             adapter: model.adapter.clone(),
-            endpoints,
+            endpoints: ranked.iter().filter_map(|&i| candidates.get(i).map(|c| c.endpoint)).collect(),
             basis,
+            scoring: settings.scoring,
+            spilled: best_match > chosen.matched_blocks,
+            prefix_hashes: hashes,
+            chosen,
+            runner_up,
         })
     }
 
-    /// The request sent to `endpoint` has finished, whatever its outcome.
-    pub fn release(&mut self, endpoint: Endpoint) {
-        self.inflight.finished(endpoint);
+    /// The chosen pod started answering: its prefill is done, so it holds the prompt's
+    /// blocks now. Called for this worker's decisions and for other workers'.
+    pub fn record_prefix(&mut self, pod: Endpoint, hashes: &[u64]) {
+        let capacity =
+            self.capacity.get(&pod).copied().unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize);
+        self.prefix.record(pod, hashes, capacity);
     }
 
-    pub fn in_flight(&self, endpoint: Endpoint) -> u32 {
-        self.inflight.in_flight(endpoint)
+    /// The request sent to `pod` has finished, whatever its outcome.
+    pub fn release(&mut self, pod: Endpoint, ledger: &mut dyn LoadLedger) {
+        ledger.add(pod, -1);
     }
 
     /// The body of `GET /v1/models`: every model this gateway serves.

@@ -6,188 +6,233 @@ fn ep(port: u16) -> Endpoint {
     Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
+fn pool(name: &str, ports: &[u16]) -> PoolConfig {
+    PoolConfig {
+        name: name.into(),
+        engine: Default::default(),
+        endpoints: ports.iter().map(|&p| ep(p)).collect(),
+        profile: None,
+        weights: None,
+    }
+}
+
 fn config() -> RoutingConfig {
     RoutingConfig {
         settings: RoutingSettings::default(),
-        pools: vec![
-            PoolConfig {
-                name: "a".into(),
-                engine: Default::default(),
-                endpoints: vec![ep(1), ep(2), ep(3)],
-                weights: None,
-            },
-            PoolConfig {
-                name: "b".into(),
-                engine: Default::default(),
-                endpoints: vec![ep(9)],
-                weights: None,
-            },
-        ],
+        pools: vec![pool("a", &[1, 2, 3]), pool("b", &[9]), pool("wide", &[11, 12, 13, 14, 15, 16, 17, 18])],
         models: vec![
-            ModelConfig {
-                name: "base".into(),
-                pool: "a".into(),
-                adapter: None,
-            },
-            ModelConfig {
-                name: "lora".into(),
-                pool: "a".into(),
-                adapter: Some("sql".into()),
-            },
-            ModelConfig {
-                name: "other".into(),
-                pool: "b".into(),
-                adapter: None,
-            },
+            ModelConfig { name: "base".into(), pool: "a".into(), adapter: None },
+            ModelConfig { name: "lora".into(), pool: "a".into(), adapter: Some("sql".into()) },
+            ModelConfig { name: "other".into(), pool: "b".into(), adapter: None },
+            ModelConfig { name: "wide".into(), pool: "wide".into(), adapter: None },
         ],
     }
 }
 
 fn request(model: &str) -> InferenceRequest {
-    InferenceRequest {
-        model: model.into(),
-        stream: false,
-    }
+    InferenceRequest { model: model.into(), prompt: b"hello there".to_vec(), ..Default::default() }
+}
+
+fn chat(model: &str, prompt: &str) -> InferenceRequest {
+    InferenceRequest { model: model.into(), prompt: prompt.as_bytes().to_vec(), ..Default::default() }
+}
+
+fn signals(waiting: f64, kv: f64) -> PodSignals {
+    PodSignals { waiting, running: waiting, kv_cache_usage: kv, max_loras: Some(2), ..Default::default() }
 }
 
 fn pod(port: u16, waiting: f64, kv: f64, scraped_at_ms: u64) -> PodState {
-    PodState {
-        address: ep(port),
-        ready: true,
-        scraped_at_ms: Some(scraped_at_ms),
-        signals: Some(PodSignals {
-            waiting,
-            running: waiting,
-            kv_cache_usage: kv,
-            ..Default::default()
-        }),
-    }
+    PodState { address: ep(port), ready: true, scraped_at_ms: Some(scraped_at_ms), signals: Some(signals(waiting, kv)) }
 }
 
-fn snapshot(pods: Vec<PodState>) -> Snapshot {
+fn snapshot(pool_name: &str, pods: Vec<PodState>) -> Snapshot {
     Snapshot {
         version: SNAPSHOT_VERSION,
         sequence: 1,
         created_at_ms: 1_000,
         routing: config(),
-        pools: vec![PoolState {
-            name: "a".into(),
-            pods,
-        }],
+        pools: vec![PoolState { name: pool_name.into(), pods }],
     }
+}
+
+fn router_with(snapshot_pods: Vec<PodState>) -> (Router, LocalLedger) {
+    let mut router = Router::new(config(), 1);
+    let ledger = LocalLedger::default();
+    router.apply_snapshot(snapshot("a", snapshot_pods), &ledger);
+    (router, ledger)
 }
 
 #[test]
 fn unknown_model_is_404() {
     let mut router = Router::new(config(), 1);
-    let err = router.route(&request("nope"), 0).unwrap_err();
+    let err = router.route(&request("nope"), 0, &mut LocalLedger::default()).unwrap_err();
     assert_eq!((err.status, err.code), (404, "model_not_found"));
 }
 
 #[test]
 fn each_model_goes_to_its_pool_with_its_adapter() {
     let mut router = Router::new(config(), 1);
-    let d = router.route(&request("other"), 0).unwrap();
-    assert_eq!(
-        (d.pool.as_str(), d.endpoints.as_slice()),
-        ("b", [ep(9)].as_slice())
-    );
-    let d = router.route(&request("lora"), 0).unwrap();
+    let mut ledger = LocalLedger::default();
+    let d = router.route(&request("other"), 0, &mut ledger).unwrap();
+    assert_eq!((d.pool.as_str(), d.endpoints.as_slice()), ("b", [ep(9)].as_slice()));
+    let d = router.route(&request("lora"), 0, &mut ledger).unwrap();
     assert_eq!((d.pool.as_str(), d.adapter.as_deref()), ("a", Some("sql")));
 }
 
 #[test]
 fn without_a_snapshot_it_spreads_on_in_flight_counts() {
     let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
     let mut firsts = Vec::new();
     for _ in 0..3 {
-        let d = router.route(&request("base"), 0).unwrap();
+        let d = router.route(&request("base"), 0, &mut ledger).unwrap();
         assert_eq!(d.basis, DecisionBasis::LoadOnly);
         firsts.push(d.endpoints[0]);
     }
     firsts.sort();
-    assert_eq!(
-        firsts,
-        vec![ep(1), ep(2), ep(3)],
-        "each pod gets one before any gets two"
-    );
+    assert_eq!(firsts, vec![ep(1), ep(2), ep(3)], "each pod gets one before any gets two");
 }
 
 #[test]
 fn fresh_signals_pick_the_idle_pod_and_rank_the_rest() {
-    let mut router = Router::new(config(), 1);
-    router.apply_snapshot(snapshot(vec![
-        pod(1, 8.0, 0.9, 1_000),
-        pod(2, 0.0, 0.1, 1_000),
-        pod(3, 3.0, 0.5, 1_000),
-    ]));
-    let d = router.route(&request("base"), 1_100).unwrap();
+    let (mut router, mut ledger) =
+        router_with(vec![pod(1, 8.0, 0.5, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 3.0, 0.5, 1_000)]);
+    let d = router.route(&request("base"), 1_100, &mut ledger).unwrap();
     assert_eq!(d.basis, DecisionBasis::Signals);
     assert_eq!(d.endpoints, vec![ep(2), ep(3), ep(1)]);
     assert_eq!(d.endpoint_header(), "127.0.0.1:2,127.0.0.1:3,127.0.0.1:1");
+    assert!(d.explain().contains("runner_up=127.0.0.1:3"), "{}", d.explain());
 }
 
 #[test]
-fn a_burst_spreads_between_snapshots() {
+fn a_burst_of_identical_requests_spreads_within_fair_share_plus_two() {
     let mut router = Router::new(config(), 1);
-    router.apply_snapshot(snapshot(vec![
-        pod(1, 0.0, 0.2, 1_000),
-        pod(2, 0.0, 0.2, 1_000),
-        pod(3, 0.0, 0.2, 1_000),
-    ]));
-    let mut per_pod = std::collections::HashMap::new();
-    for _ in 0..30 {
-        *per_pod
-            .entry(router.route(&request("base"), 1_010).unwrap().endpoints[0])
-            .or_insert(0) += 1;
+    let mut ledger = LocalLedger::default();
+    let pods: Vec<PodState> = (11..=18).map(|p| pod(p, 0.0, 0.1, 1_000)).collect();
+    router.apply_snapshot(snapshot("wide", pods), &ledger);
+    let mut per_pod = HashMap::new();
+    for _ in 0..64 {
+        let d = router.route(&chat("wide", &"same prompt ".repeat(50)), 1_005, &mut ledger).unwrap();
+        *per_pod.entry(d.endpoints[0]).or_insert(0) += 1;
     }
-    assert!(
-        per_pod.values().all(|&n| (9..=11).contains(&n)),
-        "{per_pod:?}"
-    );
+    assert_eq!(per_pod.len(), 8, "{per_pod:?}");
+    assert!(per_pod.values().all(|&n| n <= 64 / 8 + 2), "{per_pod:?}");
 }
 
 #[test]
-fn stale_signals_are_ignored() {
-    let mut router = Router::new(config(), 1);
-    router.apply_snapshot(snapshot(vec![
-        pod(1, 0.0, 0.0, 1_000),
-        pod(2, 50.0, 1.0, 1_000),
-        pod(3, 50.0, 1.0, 1_000),
-    ]));
-    let d = router.route(&request("base"), 1_000 + 5_000).unwrap();
+fn stale_signals_fall_back_to_in_flight_counts() {
+    let (mut router, mut ledger) =
+        router_with(vec![pod(1, 0.0, 0.0, 1_000), pod(2, 50.0, 0.5, 1_000), pod(3, 50.0, 0.5, 1_000)]);
+    let d = router.route(&request("base"), 1_000 + 5_000, &mut ledger).unwrap();
     assert_eq!(d.basis, DecisionBasis::LoadOnly);
+    assert_eq!(d.chosen.kv_cache_usage, None, "stale KV is not used");
+}
+
+#[test]
+fn a_pod_without_metrics_yet_is_usable_but_not_preferred() {
+    let mut pods = vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)];
+    pods.push(PodState { address: ep(3), ready: true, scraped_at_ms: None, signals: None });
+    let (mut router, mut ledger) = router_with(pods);
+    let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+    assert_ne!(d.endpoints[0], ep(3));
+    assert!(d.endpoints.contains(&ep(3)), "still a retry target");
+    assert_eq!(d.basis, DecisionBasis::Mixed);
 }
 
 #[test]
 fn no_ready_pod_is_503_with_retry_after() {
-    let mut router = Router::new(config(), 1);
     let mut pods = vec![pod(1, 0.0, 0.0, 1_000)];
     pods[0].ready = false;
-    router.apply_snapshot(snapshot(pods));
-    let err = router.route(&request("base"), 1_000).unwrap_err();
+    let (mut router, mut ledger) = router_with(pods);
+    let err = router.route(&request("base"), 1_000, &mut ledger).unwrap_err();
     assert_eq!((err.status, err.retry_after_s), (503, Some(1)));
+}
+
+#[test]
+fn pods_over_the_kv_threshold_are_skipped_unless_all_are() {
+    let (mut router, mut ledger) = router_with(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.5, 1_000)]);
+    let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+    assert_eq!(d.endpoints, vec![ep(2)], "the full pod is not even a retry target");
+    let (mut router, mut ledger) = router_with(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.98, 1_000)]);
+    assert_eq!(router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints.len(), 2);
+}
+
+#[test]
+fn the_next_turn_goes_to_the_pod_that_holds_the_conversation() {
+    let (mut router, mut ledger) =
+        router_with(vec![pod(1, 1.0, 0.2, 1_000), pod(2, 1.0, 0.2, 1_000), pod(3, 1.0, 0.2, 1_000)]);
+    let system = "You are a helpful assistant. ".repeat(80);
+    let turn1 = chat("base", &format!("{system}<|user|>first question"));
+    let d1 = router.route(&turn1, 1_010, &mut ledger).unwrap();
+    router.record_prefix(d1.chosen.endpoint, &d1.prefix_hashes);
+    router.release(d1.chosen.endpoint, &mut ledger);
+    for i in 0..10 {
+        let next = chat("base", &format!("{system}<|user|>first question<|assistant|>answer<|user|>follow-up {i}"));
+        let d = router.route(&next, 1_020, &mut ledger).unwrap();
+        assert_eq!(d.chosen.endpoint, d1.chosen.endpoint, "{}", d.explain());
+        assert!(d.chosen.matched_blocks > 30);
+        router.release(d.chosen.endpoint, &mut ledger);
+    }
+}
+
+#[test]
+fn a_busy_prefix_owner_spills_to_an_idle_pod() {
+    let (mut router, mut ledger) = router_with(vec![pod(1, 40.0, 0.6, 1_000), pod(2, 0.0, 0.1, 1_000)]);
+    let prompt = chat("base", &"shared system prompt ".repeat(20));
+    let hashes = router.route(&prompt, 1_001, &mut LocalLedger::default()).unwrap().prefix_hashes;
+    router.record_prefix(ep(1), &hashes);
+    let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
+    assert_eq!(d.chosen.endpoint, ep(2));
+    assert!(d.spilled);
+}
+
+#[test]
+fn a_lora_request_prefers_the_pod_with_the_adapter_running() {
+    let mut pods = vec![pod(1, 0.0, 0.2, 1_000), pod(2, 0.0, 0.2, 1_000), pod(3, 0.0, 0.2, 1_000)];
+    pods[1].signals.as_mut().unwrap().running_adapters = vec!["sql".into()];
+    pods[2].signals.as_mut().unwrap().running_adapters = vec!["x".into(), "y".into()];
+    let (mut router, mut ledger) = router_with(pods);
+    let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert_eq!(d.chosen.endpoint, ep(2));
+    assert_eq!(d.endpoints.last(), Some(&ep(3)), "the pod that must evict ranks last");
+}
+
+#[test]
+fn the_weighted_mode_ranks_by_score() {
+    let mut cfg = config();
+    cfg.settings.scoring = crate::config::ScoringMode::Weighted;
+    let mut router = Router::new(cfg.clone(), 1);
+    let ledger = LocalLedger::default();
+    let mut snap = snapshot("a", vec![pod(1, 8.0, 0.9, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 3.0, 0.5, 1_000)]);
+    snap.routing = cfg;
+    router.apply_snapshot(snap, &ledger);
+    let d = router.route(&request("base"), 1_100, &mut LocalLedger::default()).unwrap();
+    assert_eq!(d.endpoints[0], ep(2));
+    assert!(d.explain().contains("scoring=weighted"));
 }
 
 #[test]
 fn release_lowers_the_in_flight_count() {
     let mut router = Router::new(config(), 1);
-    let first = router.route(&request("other"), 0).unwrap().endpoints[0];
-    assert_eq!(router.in_flight(first), 1);
-    router.release(first);
-    assert_eq!(router.in_flight(first), 0);
+    let mut ledger = LocalLedger::default();
+    let first = router.route(&request("other"), 0, &mut ledger).unwrap().endpoints[0];
+    assert_eq!(ledger.in_flight(first), 1);
+    router.release(first, &mut ledger);
+    assert_eq!(ledger.in_flight(first), 0);
+}
+
+#[test]
+fn pods_that_leave_are_forgotten_by_the_prefix_index() {
+    let (mut router, ledger) = router_with(vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)]);
+    router.record_prefix(ep(2), &[1, 2, 3]);
+    router.apply_snapshot(snapshot("a", vec![pod(1, 0.0, 0.1, 2_000)]), &ledger);
+    assert_eq!(router.prefix_index().blocks_of(ep(2)), 0);
 }
 
 #[test]
 fn model_list_names_every_model() {
     let router = Router::new(config(), 1);
     let body: serde_json::Value = serde_json::from_slice(&router.model_list_body(5)).unwrap();
-    let ids: Vec<&str> = body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["base", "lora", "other"]);
-    assert_eq!(body["object"], "list");
+    let ids: Vec<&str> = body["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["base", "lora", "other", "wide"]);
 }

@@ -1,67 +1,118 @@
-//! Ranks a pool's pods. Each scorer maps every candidate to [0, 1], higher is better;
-//! the total is the weighted sum, and the highest total wins, ties broken at random.
+//! Ranks a pool's pods for one request.
+//!
+//! Two modes share the same candidates. `predicted-ttft` (the default) gives each pod
+//! a cost in milliseconds, the time to first token it would give this request, and the
+//! cheapest wins. `weighted` gives each pod a score in [0, 1] per signal and ranks by
+//! the weighted sum, as the Gateway API Inference Extension does. In both, pods above
+//! the KV threshold are skipped unless all are, and ties are broken at random.
 
 mod kv_cache;
+mod lora_affinity;
 mod normalize;
+mod predicted_ttft;
+mod prefix_cache;
 mod queue_depth;
 mod rank;
 mod running_requests;
 
-use crate::config::Weights;
+use crate::config::{CostDefaults, Profile, Weights};
 use crate::endpoint::Endpoint;
+pub use kv_cache::over_threshold;
+pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
 pub use rank::rank_top;
+
+/// A pod's LoRA state for the requested adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterState {
+    /// The request needs no adapter.
+    NotNeeded,
+    /// The adapter serves running requests: resident, nothing to load.
+    Running,
+    /// Requests for the adapter are waiting: it is being loaded, or about to be.
+    Waiting,
+    /// Not resident, but a slot is free: a load, no eviction.
+    FreeSlot,
+    /// Not resident and every slot is taken: a load after an eviction.
+    MustEvict,
+    /// The pod's adapter lists are stale or missing.
+    Unknown,
+}
+
+/// Optional per-pod rates the agent learned from the pod's own counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LearnedRates {
+    pub prefill_tokens_per_s: Option<f64>,
+    pub decode_step_ms: Option<f64>,
+    pub mean_prompt_tokens: Option<f64>,
+}
 
 /// What the router believes about one pod at decision time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     pub endpoint: Endpoint,
-    /// Waiting requests, plus what this gateway sent since the pod was last scraped.
+    /// Waiting requests, plus what was sent to the pod since its last scrape; or, when
+    /// its signals are stale, its in-flight count.
     pub waiting: f64,
     pub running: f64,
-    /// KV-cache use in 0..=1; `None` when the pod's signals are stale or missing.
+    /// KV-cache use in 0..=1; `None` when stale or missing.
     pub kv_cache_usage: Option<f64>,
+    pub adapter: AdapterState,
+    /// Leading prompt blocks this pod probably holds, and the prompt's total.
+    pub matched_blocks: usize,
+    pub total_blocks: usize,
+    pub learned: LearnedRates,
+    /// False until the pod has reported metrics at least once.
+    pub has_metrics: bool,
 }
 
-/// The scorers, in the order of [`Weights::as_array`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scorer {
-    KvCache,
-    QueueDepth,
-    RunningRequests,
+/// The request's side of the cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestShape {
+    pub prompt_tokens: f64,
+    /// Characters per prefix block, to turn matched blocks into tokens.
+    pub tokens_per_block: f64,
+    pub output_tokens: f64,
 }
 
-impl Scorer {
-    pub const ALL: [Scorer; 3] = [Scorer::KvCache, Scorer::QueueDepth, Scorer::RunningRequests];
-
-    /// Writes one score per candidate into `out` (same length).
-    pub fn score(self, candidates: &[Candidate], out: &mut [f64]) {
-        match self {
-            Scorer::KvCache => kv_cache::score(candidates, out),
-            Scorer::QueueDepth => queue_depth::score(candidates, out),
-            Scorer::RunningRequests => running_requests::score(candidates, out),
-        }
+/// The per-signal scores of the weighted mode, in the order of [`Weights::named`].
+pub fn signal_scores(candidates: &[Candidate]) -> [Vec<f64>; 5] {
+    let mut out: [Vec<f64>; 5] = Default::default();
+    for slot in &mut out {
+        *slot = vec![0.0; candidates.len()];
     }
+    let [kv, queue, running, lora, prefix] = &mut out;
+    kv_cache::score(candidates, kv);
+    queue_depth::score(candidates, queue);
+    running_requests::score(candidates, running);
+    lora_affinity::score(candidates, lora);
+    prefix_cache::score(candidates, prefix);
+    out
 }
 
 /// `total[i] = Σ weight_s · clamp(score_s[i], 0, 1)`; NaN scores count as 0.
 pub fn weighted_totals(candidates: &[Candidate], weights: &Weights) -> Vec<f64> {
+    let scores = signal_scores(candidates);
     let mut totals = vec![0.0; candidates.len()];
-    let mut scratch = vec![0.0; candidates.len()];
-    for (scorer, weight) in Scorer::ALL.into_iter().zip(weights.as_array()) {
+    for (column, (_, weight)) in scores.iter().zip(weights.named()) {
         if weight == 0.0 {
             continue;
         }
-        scorer.score(candidates, &mut scratch);
-        for (total, score) in totals.iter_mut().zip(&scratch) {
-            let clamped = if score.is_nan() {
-                0.0
-            } else {
-                score.clamp(0.0, 1.0)
-            };
+        for (total, score) in totals.iter_mut().zip(column) {
+            let clamped = if score.is_nan() { 0.0 } else { score.clamp(0.0, 1.0) };
             *total += weight * clamped;
         }
     }
     totals
+}
+
+/// Negated predicted costs, so that higher is better as in the weighted mode.
+pub fn ttft_totals(
+    candidates: &[Candidate],
+    shape: &RequestShape,
+    defaults: &CostDefaults,
+    profile: Profile,
+) -> Vec<f64> {
+    candidates.iter().map(|c| -predicted_ttft(c, shape, defaults, profile).total_ms).collect()
 }
 
 #[cfg(test)]
@@ -71,6 +122,11 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
         waiting,
         running,
         kv_cache_usage: kv,
+        adapter: AdapterState::NotNeeded,
+        matched_blocks: 0,
+        total_blocks: 0,
+        learned: LearnedRates::default(),
+        has_metrics: true,
     }
 }
 
@@ -80,25 +136,18 @@ mod tests {
 
     #[test]
     fn the_least_loaded_pod_has_the_highest_total() {
-        let pods = [
-            candidate(1, 5.0, 8.0, Some(0.9)),
-            candidate(2, 0.0, 1.0, Some(0.1)),
-            candidate(3, 2.0, 4.0, Some(0.5)),
-        ];
+        let pods =
+            [candidate(1, 5.0, 8.0, Some(0.9)), candidate(2, 0.0, 1.0, Some(0.1)), candidate(3, 2.0, 4.0, Some(0.5))];
         let totals = weighted_totals(&pods, &Weights::default());
         assert!(totals[1] > totals[2] && totals[2] > totals[0], "{totals:?}");
     }
 
     #[test]
     fn zero_weight_disables_a_scorer() {
-        let pods = [
-            candidate(1, 0.0, 0.0, Some(0.9)),
-            candidate(2, 0.0, 0.0, Some(0.1)),
-        ];
+        let pods = [candidate(1, 0.0, 0.0, Some(0.9)), candidate(2, 0.0, 0.0, Some(0.1))];
         let only_queue = Weights {
-            kv_cache: 0.0,
             queue_depth: 1.0,
-            running_requests: 0.0,
+            ..Weights { kv_cache: 0.0, queue_depth: 0.0, running_requests: 0.0, lora_affinity: 0.0, prefix_cache: 0.0 }
         };
         let totals = weighted_totals(&pods, &only_queue);
         assert_eq!(totals[0], totals[1]);
@@ -106,11 +155,18 @@ mod tests {
 
     #[test]
     fn nan_signals_count_as_worst() {
-        let pods = [
-            candidate(1, 0.0, 0.0, Some(f64::NAN)),
-            candidate(2, 0.0, 0.0, Some(0.5)),
-        ];
+        let pods = [candidate(1, 0.0, 0.0, Some(f64::NAN)), candidate(2, 0.0, 0.0, Some(0.5))];
         let totals = weighted_totals(&pods, &Weights::default());
         assert!(totals[1] > totals[0], "{totals:?}");
+    }
+
+    #[test]
+    fn the_weighted_mode_prefers_the_prefix_holder_at_equal_load() {
+        let mut pods = [candidate(1, 1.0, 1.0, Some(0.3)), candidate(2, 1.0, 1.0, Some(0.3))];
+        pods[0].total_blocks = 10;
+        pods[1].total_blocks = 10;
+        pods[1].matched_blocks = 8;
+        let totals = weighted_totals(&pods, &Weights::default());
+        assert!(totals[1] > totals[0]);
     }
 }

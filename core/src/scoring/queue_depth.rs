@@ -15,11 +15,7 @@ mod tests {
 
     #[test]
     fn shortest_queue_scores_one() {
-        let pods = [
-            candidate(1, 4.0, 0.0, None),
-            candidate(2, 0.0, 9.0, None),
-            candidate(3, 2.0, 0.0, None),
-        ];
+        let pods = [candidate(1, 4.0, 0.0, None), candidate(2, 0.0, 9.0, None), candidate(3, 2.0, 0.0, None)];
         let mut out = [0.0; 3];
         score(&pods, &mut out);
         assert_eq!(out, [0.0, 1.0, 0.5]);

@@ -1,62 +1,39 @@
 //! Turns totals into a ranked endpoint list: best first, ties broken at random so that
 //! equal pods share load instead of the first one taking it all.
 
-use super::Candidate;
-use crate::endpoint::Endpoint;
-
-/// The `n` best candidates by total, highest first.
-pub fn rank_top(
-    candidates: &[Candidate],
-    totals: &[f64],
-    n: usize,
-    rng: &mut fastrand::Rng,
-) -> Vec<Endpoint> {
-    let mut order: Vec<(f64, u64, Endpoint)> = candidates
+/// Indices of the `n` best totals, highest first; `eligible[i] == false` excludes `i`.
+pub fn rank_top(totals: &[f64], eligible: &[bool], n: usize, rng: &mut fastrand::Rng) -> Vec<usize> {
+    let mut order: Vec<(f64, u64, usize)> = totals
         .iter()
-        .zip(totals)
-        .map(|(c, &total)| {
-            (
-                if total.is_nan() {
-                    f64::NEG_INFINITY
-                } else {
-                    total
-                },
-                rng.u64(..),
-                c.endpoint,
-            )
-        })
+        .zip(eligible)
+        .enumerate()
+        .filter(|(_, (_, ok))| **ok)
+        .map(|(i, (&total, _))| (if total.is_nan() { f64::NEG_INFINITY } else { total }, rng.u64(..), i))
         .collect();
     order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    order
-        .into_iter()
-        .take(n)
-        .map(|(_, _, endpoint)| endpoint)
-        .collect()
+    order.into_iter().take(n).map(|(_, _, i)| i).collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::candidate;
     use super::*;
 
     #[test]
     fn best_first_and_truncated() {
-        let pods = [
-            candidate(1, 0.0, 0.0, None),
-            candidate(2, 0.0, 0.0, None),
-            candidate(3, 0.0, 0.0, None),
-        ];
-        let ranked = rank_top(&pods, &[0.1, 0.9, 0.5], 2, &mut fastrand::Rng::with_seed(1));
-        assert_eq!(ranked, vec![pods[1].endpoint, pods[2].endpoint]);
+        let ranked = rank_top(&[0.1, 0.9, 0.5], &[true; 3], 2, &mut fastrand::Rng::with_seed(1));
+        assert_eq!(ranked, vec![1, 2]);
+    }
+
+    #[test]
+    fn ineligible_candidates_are_skipped() {
+        let ranked = rank_top(&[0.1, 0.9, 0.5], &[true, false, true], 3, &mut fastrand::Rng::with_seed(1));
+        assert_eq!(ranked, vec![2, 0]);
     }
 
     #[test]
     fn ties_are_spread() {
-        let pods = [candidate(1, 0.0, 0.0, None), candidate(2, 0.0, 0.0, None)];
         let mut rng = fastrand::Rng::with_seed(7);
-        let firsts = (0..200)
-            .filter(|_| rank_top(&pods, &[1.0, 1.0], 1, &mut rng)[0] == pods[0].endpoint)
-            .count();
+        let firsts = (0..200).filter(|_| rank_top(&[1.0, 1.0], &[true; 2], 1, &mut rng)[0] == 0).count();
         assert!((60..140).contains(&firsts), "{firsts}");
     }
 

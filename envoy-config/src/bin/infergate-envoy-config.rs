@@ -6,9 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use infergate_core::config::InfergateConfig;
-use infergate_envoy_config::{
-    DEFAULT_TOKEN_ENV, RenderOptions, UpstreamPolicy, WasmRuntime, render_bootstrap_yaml,
-};
+use infergate_envoy_config::{DEFAULT_TOKEN_ENV, RenderOptions, UpstreamPolicy, WasmRuntime, render_bootstrap_yaml};
 
 /// Render the Envoy bootstrap (listeners, the infergate Wasm filter in its three roles,
 /// and one cluster per pool) from infergate.yaml. Validate the result with

@@ -1,5 +1,6 @@
 //! One request through the router: strip spoofable headers, buffer the body, decide,
-//! set the routing headers, and release the in-flight count when the stream ends.
+//! set the routing headers; when the pod starts answering, record the prompt's blocks
+//! as its own; when the stream ends, release the in-flight count.
 
 use std::rc::Rc;
 
@@ -12,6 +13,7 @@ use proxy_wasm::types::Action;
 
 use super::RouterShared;
 use crate::host;
+use crate::ledger::SharedLedger;
 
 /// Headers only the gateway may set; a client's copies are removed before routing.
 const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
@@ -21,19 +23,23 @@ pub const MODEL_HEADER: &str = "x-gateway-model-name";
 pub const POOL_HEADER: &str = "x-infergate-pool";
 pub const DECISION_HEADER: &str = "x-infergate-decision";
 
+/// What a routed request remembers until its stream ends.
+struct Routed {
+    /// Where its in-flight count was added.
+    counted_on: Endpoint,
+    /// The prompt's block hashes, recorded once a pod answers.
+    hashes: Vec<u64>,
+    explanation: Option<String>,
+}
+
 pub struct RouterHttp {
     shared: Rc<RouterShared>,
-    dispatched_to: Option<Endpoint>,
-    explanation: Option<String>,
+    routed: Option<Routed>,
 }
 
 impl RouterHttp {
     pub fn new(shared: Rc<RouterShared>) -> Self {
-        Self {
-            shared,
-            dispatched_to: None,
-            explanation: None,
-        }
+        Self { shared, routed: None }
     }
 
     fn reject(&self, error: &ApiError) -> Action {
@@ -54,34 +60,39 @@ impl RouterHttp {
         };
         let now_ms = host::now_unix_ms();
         self.shared.refresh_snapshot(&mut router, now_ms);
-        let decision = router.route(&request, now_ms)?;
-        self.dispatched_to = decision.endpoints.first().copied();
+        let decision = router.route(&request, now_ms, &mut SharedLedger)?;
         let header_ok = host::set_request_header(POOL_HEADER, Some(&decision.pool))
             .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)))
-            .and_then(|()| {
-                host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header()))
-            });
+            .and_then(|()| host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header())));
         if let Err(status) = header_ok {
             log::error!("infergate router: cannot set routing headers: {status:?}");
         }
         Ok(decision)
     }
 
-    fn record(&mut self, decision: &Decision) {
+    fn record(&mut self, decision: Decision) {
         let metrics = &self.shared.metrics;
-        let (counter, basis) = match decision.basis {
-            DecisionBasis::Signals => (metrics.decisions_signals, "signals"),
-            DecisionBasis::Mixed => (metrics.decisions_mixed, "mixed"),
-            DecisionBasis::LoadOnly => (metrics.decisions_load_only, "load-only"),
-        };
-        counter.increment();
-        if self.shared.explain {
-            self.explanation = Some(format!(
-                "pool={}; basis={basis}; endpoints={}",
-                decision.pool,
-                decision.endpoint_header()
-            ));
+        match decision.basis {
+            DecisionBasis::Signals => metrics.decisions_signals.increment(),
+            DecisionBasis::Mixed => metrics.decisions_mixed.increment(),
+            DecisionBasis::LoadOnly => metrics.decisions_load_only.increment(),
         }
+        if let Some(pool) = self.shared.pool_metrics(&decision.pool) {
+            pool.decisions.increment();
+            if decision.basis == DecisionBasis::LoadOnly {
+                pool.load_only.increment();
+            }
+            if decision.chosen.matched_blocks > 0 {
+                pool.prefix_hits.increment();
+            }
+            if decision.spilled {
+                pool.spills.increment();
+            }
+        }
+        let explanation = self.shared.explain.then(|| decision.explain());
+        log::debug!("infergate router: {}", decision.explain());
+        self.routed =
+            Some(Routed { counted_on: decision.chosen.endpoint, hashes: decision.prefix_hashes, explanation });
     }
 }
 
@@ -108,8 +119,7 @@ impl HttpContext for RouterHttp {
             }
             ApiEndpoint::Unknown => self.reject(&ApiError::not_found_path(&path)),
             ApiEndpoint::Inference => {
-                let declared =
-                    host::request_header("content-length").and_then(|v| v.parse::<u64>().ok());
+                let declared = host::request_header("content-length").and_then(|v| v.parse::<u64>().ok());
                 if declared.is_some_and(|len| len > self.shared.max_body_bytes) {
                     return self.reject(&ApiError::body_too_large(self.shared.max_body_bytes));
                 }
@@ -135,7 +145,7 @@ impl HttpContext for RouterHttp {
         let body = host::request_body(body_size).unwrap_or_default();
         match self.decide(&body) {
             Ok(decision) => {
-                self.record(&decision);
+                self.record(decision);
                 Action::Continue
             }
             Err(error) => self.reject(&error),
@@ -143,16 +153,24 @@ impl HttpContext for RouterHttp {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
-        if let Some(explanation) = &self.explanation {
+        let Some(routed) = self.routed.as_mut() else { return Action::Continue };
+        if let Some(explanation) = &routed.explanation {
             let _ = host::set_response_header(DECISION_HEADER, explanation);
+        }
+        // The pod answered, so it has prefilled the prompt: its blocks are cached there.
+        let served_ok = host::response_status().is_some_and(|s| (200..300).contains(&s));
+        let server = host::upstream_address().and_then(|a| a.parse::<Endpoint>().ok());
+        if let (true, Some(pod)) = (served_ok, server) {
+            let hashes = std::mem::take(&mut routed.hashes);
+            self.shared.share_prefix(pod, hashes);
         }
         Action::Continue
     }
 
     fn on_log(&mut self) {
-        if let Some(endpoint) = self.dispatched_to.take() {
+        if let Some(routed) = self.routed.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
-                router.release(endpoint);
+                router.release(routed.counted_on, &mut SharedLedger);
             }
         }
     }

@@ -3,13 +3,18 @@
 mod http;
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
+use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::{GENERATION_KEY, RouterRole, SNAPSHOT_KEY};
+use infergate_core::prefix::PrefixRecord;
 use infergate_core::router::Router;
 use infergate_core::snapshot::Snapshot;
 
 use crate::host;
-use crate::metrics::RouterMetrics;
+use crate::ledger::SharedLedger;
+use crate::metrics::{PoolMetrics, RouterMetrics};
+use crate::peers::PrefixPeers;
 use crate::singleton::decode_generation;
 pub use http::RouterHttp;
 
@@ -20,36 +25,39 @@ pub struct RouterShared {
     max_body_bytes: u64,
     explain: bool,
     metrics: RouterMetrics,
+    pools: RefCell<HashMap<String, PoolMetrics>>,
+    peers: PrefixPeers,
 }
 
 impl RouterShared {
     pub fn new(role: RouterRole) -> Self {
-        let metrics = RouterMetrics::define();
         log::info!(
-            "infergate router: {} pools, {} models, body limit {} bytes",
+            "infergate router: {} pools, {} models, body limit {} bytes, scoring {:?}",
             role.routing.pools.len(),
             role.routing.models.len(),
-            role.max_body_bytes
+            role.max_body_bytes,
+            role.routing.settings.scoring,
         );
         Self {
-            router: RefCell::new(Router::new(role.routing, random_seed())),
+            router: RefCell::new(Router::new(role.routing, random_u64())),
             generation: Cell::new(0),
             max_body_bytes: role.max_body_bytes,
             explain: role.explain,
-            metrics,
+            metrics: RouterMetrics::define(),
+            pools: RefCell::new(HashMap::new()),
+            peers: PrefixPeers::register(&role.vm_id, random_u64()),
         }
     }
 
     /// Reads the small generation key; decodes the snapshot only when it changed, so
     /// the big value is copied once per generation per worker, not per request.
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
-        let published =
-            host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
+        let published = host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
         if published != self.generation.get() {
             self.generation.set(published);
             self.metrics.snapshot_generation.set(published);
             match host::shared_data(SNAPSHOT_KEY).map(|bytes| Snapshot::decode(&bytes)) {
-                Some(Ok(snapshot)) => router.apply_snapshot(snapshot),
+                Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &SharedLedger),
                 Some(Err(err)) => {
                     self.metrics.snapshot_decode_failures.increment();
                     log::error!(
@@ -60,15 +68,43 @@ impl RouterShared {
             }
         }
         if let Some(snapshot) = router.snapshot() {
-            self.metrics
-                .snapshot_age_ms
-                .set(now_ms.saturating_sub(snapshot.created_at_ms));
+            self.metrics.snapshot_age_ms.set(now_ms.saturating_sub(snapshot.created_at_ms));
+        }
+    }
+
+    fn pool_metrics(&self, pool: &str) -> Option<PoolMetrics> {
+        let mut pools = self.pools.try_borrow_mut().ok()?;
+        Some(*pools.entry(pool.to_string()).or_insert_with(|| PoolMetrics::define(pool)))
+    }
+
+    /// Records that `pod` holds these blocks now, here and on every other worker.
+    fn share_prefix(&self, pod: Endpoint, hashes: Vec<u64>) {
+        if hashes.is_empty() {
+            return;
+        }
+        if let Ok(mut router) = self.router.try_borrow_mut() {
+            router.record_prefix(pod, &hashes);
+        }
+        self.peers.broadcast(&PrefixRecord { pod, hashes }.encode());
+    }
+
+    /// Applies the prefix records other workers queued for this one.
+    pub fn drain_prefix_queue(&self, queue_id: u32) {
+        if self.peers.own_queue() != Some(queue_id) {
+            return;
+        }
+        let Ok(mut router) = self.router.try_borrow_mut() else { return };
+        while let Some(bytes) = host::dequeue(queue_id) {
+            match PrefixRecord::decode(&bytes) {
+                Some(record) => router.record_prefix(record.pod, &record.hashes),
+                None => log::warn!("infergate router: dropped an undecodable prefix record"),
+            }
         }
     }
 }
 
-/// Seeds tie-breaking from the host's entropy, falling back to the clock.
-fn random_seed() -> u64 {
+/// Host entropy, falling back to the clock.
+fn random_u64() -> u64 {
     let mut bytes = [0u8; 8];
     match getrandom::fill(&mut bytes) {
         Ok(()) => u64::from_le_bytes(bytes),

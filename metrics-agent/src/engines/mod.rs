@@ -24,11 +24,7 @@ pub fn signals(engine: Engine, text: &str) -> Result<PodSignals, SignalsError> {
 }
 
 fn finite_values<'a>(samples: &'a [Sample], name: &'a str) -> impl Iterator<Item = f64> + 'a {
-    samples
-        .iter()
-        .filter(move |s| s.name == name)
-        .map(|s| s.value)
-        .filter(|v| v.is_finite())
+    samples.iter().filter(move |s| s.name == name).map(|s| s.value).filter(|v| v.is_finite())
 }
 
 /// Sum of a family over its series (e.g. data-parallel `engine="N"` ranks).
@@ -40,7 +36,6 @@ fn sum(samples: &[Sample], name: &str) -> Option<f64> {
 
 /// Mean of a family over its series: usage is per rank, so ranks average.
 fn mean(samples: &[Sample], name: &str) -> Option<f64> {
-    let (total, count) =
-        finite_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
+    let (total, count) = finite_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
     (count > 0).then(|| total / count as f64)
 }

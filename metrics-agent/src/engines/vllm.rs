@@ -6,38 +6,23 @@ use super::{SignalsError, mean, sum};
 use crate::exposition::Sample;
 
 pub(super) fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
-    let waiting = sum(scrape, "vllm:num_requests_waiting")
-        .ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
-    let running = sum(scrape, "vllm:num_requests_running")
-        .ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
+    let waiting = sum(scrape, "vllm:num_requests_waiting").ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
+    let running = sum(scrape, "vllm:num_requests_running").ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
     let kv_cache_usage = mean(scrape, "vllm:kv_cache_usage_perc")
         .or_else(|| mean(scrape, "vllm:gpu_cache_usage_perc"))
         .ok_or(SignalsError::Missing("vllm:kv_cache_usage_perc"))?;
-    let mut signals = PodSignals {
-        waiting,
-        running,
-        kv_cache_usage: kv_cache_usage.clamp(0.0, 1.0),
-        ..PodSignals::default()
-    };
+    let mut signals =
+        PodSignals { waiting, running, kv_cache_usage: kv_cache_usage.clamp(0.0, 1.0), ..PodSignals::default() };
     if let Some(config) = scrape.iter().find(|s| s.name == "vllm:cache_config_info") {
         signals.block_size = config.label("block_size").and_then(|v| v.parse().ok());
         signals.num_gpu_blocks = config.label("num_gpu_blocks").and_then(|v| v.parse().ok());
     }
     // Its value is a timestamp: the newest series is the current state.
-    let lora = scrape
-        .iter()
-        .filter(|s| s.name == "vllm:lora_requests_info")
-        .max_by(|a, b| a.value.total_cmp(&b.value));
+    let lora = scrape.iter().filter(|s| s.name == "vllm:lora_requests_info").max_by(|a, b| a.value.total_cmp(&b.value));
     if let Some(lora) = lora {
         let list = |key: &str| -> Vec<String> {
             lora.label(key)
-                .map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|a| !a.is_empty())
-                        .map(String::from)
-                        .collect()
-                })
+                .map(|v| v.split(',').map(str::trim).filter(|a| !a.is_empty()).map(String::from).collect())
                 .unwrap_or_default()
         };
         signals.running_adapters = list("running_lora_adapters");
@@ -67,10 +52,7 @@ mod tests {
     #[test]
     fn real_vllm_v0_sample_uses_gpu_cache_usage() {
         let s = signals(Engine::Vllm, V0).unwrap();
-        assert_eq!(
-            (s.block_size, s.num_gpu_blocks, s.max_loras),
-            (Some(16), Some(81767), Some(0))
-        );
+        assert_eq!((s.block_size, s.num_gpu_blocks, s.max_loras), (Some(16), Some(81767), Some(0)));
     }
 
     #[test]
@@ -97,9 +79,6 @@ mod tests {
     #[test]
     fn missing_families_are_named() {
         let err = signals(Engine::Vllm, "some_other_metric 1\n").unwrap_err();
-        assert!(
-            err.to_string().contains("vllm:num_requests_waiting"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("vllm:num_requests_waiting"), "{err}");
     }
 }

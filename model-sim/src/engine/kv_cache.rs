@@ -46,10 +46,7 @@ impl KvCache {
 
     /// How many leading blocks of `hashes` are cached now.
     pub fn cached_prefix(&self, hashes: &[u64]) -> usize {
-        hashes
-            .iter()
-            .take_while(|h| self.blocks.contains_key(h))
-            .count()
+        hashes.iter().take_while(|h| self.blocks.contains_key(h)).count()
     }
 
     /// Blocks in use by running requests, over capacity: vLLM's `kv_cache_usage_perc`.
@@ -67,21 +64,15 @@ impl KvCache {
         let hits = self.cached_prefix(hashes);
         let new_hashed = hashes.len().saturating_sub(hits) as u64;
         // Hits that are evictable stop being evictable once referenced.
-        let hit_evictable = hashes
-            .iter()
-            .take(hits)
-            .filter(|h| self.blocks.get(h).is_some_and(|b| b.refs == 0))
-            .count() as u64;
+        let hit_evictable =
+            hashes.iter().take(hits).filter(|h| self.blocks.get(h).is_some_and(|b| b.refs == 0)).count() as u64;
         if new_hashed + private + hit_evictable > self.free_blocks() {
             return None;
         }
         self.clock += 1;
         for &hash in hashes {
             let clock = self.clock;
-            let block = self.blocks.entry(hash).or_insert(CachedBlock {
-                refs: 0,
-                last_used: clock,
-            });
+            let block = self.blocks.entry(hash).or_insert(CachedBlock { refs: 0, last_used: clock });
             if block.refs == 0 {
                 self.evictable.remove(&(block.last_used, hash));
                 self.referenced += 1;
@@ -91,11 +82,7 @@ impl KvCache {
         }
         self.private += private;
         self.evict_overflow();
-        Some(Allocation {
-            hashed: hashes.to_vec(),
-            private,
-            hit_blocks: hits as u64,
-        })
+        Some(Allocation { hashed: hashes.to_vec(), private, hit_blocks: hits as u64 })
     }
 
     /// Returns a finished request's blocks; its prompt blocks stay cached.
@@ -151,11 +138,7 @@ mod tests {
         kv.release(&b);
         let c = kv.allocate(&[5, 6], 0).unwrap();
         assert_eq!(c.hit_blocks, 0);
-        assert_eq!(
-            kv.cached_prefix(&[1, 2]),
-            0,
-            "the oldest blocks were evicted"
-        );
+        assert_eq!(kv.cached_prefix(&[1, 2]), 0, "the oldest blocks were evicted");
         assert_eq!(kv.cached_prefix(&[3, 4]), 2);
     }
 

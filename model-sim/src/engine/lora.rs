@@ -32,23 +32,14 @@ pub struct LoraSlots {
 
 impl LoraSlots {
     pub fn new(max_loras: u32, load_ms: f64) -> Self {
-        Self {
-            max_loras: max_loras as usize,
-            load_s: load_ms / 1000.0,
-            slots: HashMap::new(),
-            loads: 0,
-        }
+        Self { max_loras: max_loras as usize, load_s: load_ms / 1000.0, slots: HashMap::new(), loads: 0 }
     }
 
     /// Makes `adapter` resident if it can be (starting a load, evicting the LRU idle
     /// adapter if needed) and says whether a request may use it at `now`.
     pub fn acquire_residency(&mut self, adapter: &str, now: f64) -> Residency {
         if let Some(slot) = self.slots.get(adapter) {
-            return if slot.ready_at <= now {
-                Residency::Ready
-            } else {
-                Residency::LoadingUntil(slot.ready_at)
-            };
+            return if slot.ready_at <= now { Residency::Ready } else { Residency::LoadingUntil(slot.ready_at) };
         }
         if self.slots.len() >= self.max_loras {
             let victim = self
@@ -66,19 +57,8 @@ impl LoraSlots {
         }
         let ready_at = now + self.load_s;
         self.loads += 1;
-        self.slots.insert(
-            adapter.to_string(),
-            Slot {
-                ready_at,
-                last_used: now,
-                in_use: 0,
-            },
-        );
-        if self.load_s <= 0.0 {
-            Residency::Ready
-        } else {
-            Residency::LoadingUntil(ready_at)
-        }
+        self.slots.insert(adapter.to_string(), Slot { ready_at, last_used: now, in_use: 0 });
+        if self.load_s <= 0.0 { Residency::Ready } else { Residency::LoadingUntil(ready_at) }
     }
 
     pub fn start_using(&mut self, adapter: &str, now: f64) {
@@ -128,14 +108,8 @@ mod tests {
     #[test]
     fn a_new_adapter_pays_the_load_time() {
         let mut slots = LoraSlots::new(2, 100.0);
-        assert_eq!(
-            slots.acquire_residency("a", 0.0),
-            Residency::LoadingUntil(0.1)
-        );
-        assert_eq!(
-            slots.acquire_residency("a", 0.05),
-            Residency::LoadingUntil(0.1)
-        );
+        assert_eq!(slots.acquire_residency("a", 0.0), Residency::LoadingUntil(0.1));
+        assert_eq!(slots.acquire_residency("a", 0.05), Residency::LoadingUntil(0.1));
         assert_eq!(slots.acquire_residency("a", 0.1), Residency::Ready);
     }
 

@@ -149,9 +149,7 @@ impl Engine {
                 *chunk = u32::try_from(take).unwrap_or(u32::MAX);
             }
         }
-        let duration = self
-            .profile
-            .step_seconds(self.running.len(), prefill_tokens);
+        let duration = self.profile.step_seconds(self.running.len(), prefill_tokens);
         let end = now + duration;
         self.busy_seconds += duration;
         let mut events = Vec::new();
@@ -159,19 +157,13 @@ impl Engine {
             if run.prefill_left == 0 {
                 run.generated += 1;
                 self.itl.observe(end - run.last_token_at);
-                events.push(EngineEvent::Token {
-                    id: run.request.id,
-                    at: end,
-                });
+                events.push(EngineEvent::Token { id: run.request.id, at: end });
             } else if chunk > 0 {
                 run.prefill_left -= chunk;
                 if run.prefill_left == 0 {
                     run.generated = 1;
                     self.ttft.observe(end - run.request.arrival);
-                    events.push(EngineEvent::FirstToken {
-                        id: run.request.id,
-                        at: end,
-                    });
+                    events.push(EngineEvent::FirstToken { id: run.request.id, at: end });
                 }
             }
             run.last_token_at = end;
@@ -195,8 +187,7 @@ impl Engine {
 
     fn admit(&mut self, now: f64) {
         let mut index = 0;
-        while index < self.waiting.len() && self.running.len() < self.profile.max_num_seqs as usize
-        {
+        while index < self.waiting.len() && self.running.len() < self.profile.max_num_seqs as usize {
             let Some(request) = self.waiting.get(index) else {
                 break;
             };
@@ -210,8 +201,7 @@ impl Engine {
             let block_size = self.profile.block_size.max(1);
             let prompt_blocks = request.prompt_tokens.div_ceil(block_size) as u64;
             let output_blocks = request.output_tokens.div_ceil(block_size) as u64;
-            let private =
-                prompt_blocks.saturating_sub(request.block_hashes.len() as u64) + output_blocks;
+            let private = prompt_blocks.saturating_sub(request.block_hashes.len() as u64) + output_blocks;
             // Blocks for the whole output are reserved at admission: no preemption later.
             let Some(allocation) = self.kv.allocate(&request.block_hashes, private) else {
                 break; // Head-of-line: FCFS waits for KV room.
@@ -219,8 +209,7 @@ impl Engine {
             let Some(request) = self.waiting.remove(index) else {
                 break;
             };
-            let cached = (allocation.hit_blocks * u64::from(block_size))
-                .min(u64::from(request.prompt_tokens) - 1);
+            let cached = (allocation.hit_blocks * u64::from(block_size)).min(u64::from(request.prompt_tokens) - 1);
             let cached = u32::try_from(cached).unwrap_or(0);
             self.prompt_tokens_total += u64::from(request.prompt_tokens);
             self.prefix_queries += u64::from(request.prompt_tokens);
@@ -241,10 +230,8 @@ impl Engine {
     fn finish_done(&mut self, end: f64, events: &mut Vec<EngineEvent>) {
         let mut index = 0;
         while index < self.running.len() {
-            let done = self
-                .running
-                .get(index)
-                .is_some_and(|r| r.prefill_left == 0 && r.generated >= r.request.output_tokens);
+            let done =
+                self.running.get(index).is_some_and(|r| r.prefill_left == 0 && r.generated >= r.request.output_tokens);
             if !done {
                 index += 1;
                 continue;
@@ -256,10 +243,7 @@ impl Engine {
             }
             self.generation_tokens_total += u64::from(run.generated);
             self.finished += 1;
-            events.push(EngineEvent::Finished {
-                id: run.request.id,
-                at: end,
-            });
+            events.push(EngineEvent::Finished { id: run.request.id, at: end });
         }
     }
 
@@ -271,14 +255,8 @@ impl Engine {
             list.dedup();
             list
         };
-        let running_adapters = distinct(
-            &mut self
-                .running
-                .iter()
-                .filter_map(|r| r.request.adapter.as_ref()),
-        );
-        let waiting_adapters =
-            distinct(&mut self.waiting.iter().filter_map(|r| r.adapter.as_ref()));
+        let running_adapters = distinct(&mut self.running.iter().filter_map(|r| r.request.adapter.as_ref()));
+        let waiting_adapters = distinct(&mut self.waiting.iter().filter_map(|r| r.adapter.as_ref()));
         EngineStats {
             waiting: self.waiting.len(),
             running: self.running.len(),

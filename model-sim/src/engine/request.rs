@@ -28,9 +28,7 @@ impl SimRequest {
         adapter: Option<String>,
         block_size: u32,
     ) -> Self {
-        let prompt_tokens = u32::try_from(prompt.len().div_ceil(CHARS_PER_TOKEN))
-            .unwrap_or(u32::MAX)
-            .max(1);
+        let prompt_tokens = u32::try_from(prompt.len().div_ceil(CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1);
         Self {
             id,
             arrival,
@@ -73,18 +71,12 @@ mod tests {
 
     #[test]
     fn the_adapter_salts_the_chain() {
-        assert_ne!(
-            block_hashes(&[b'a'; 64], None, 16),
-            block_hashes(&[b'a'; 64], Some("x"), 16)
-        );
+        assert_ne!(block_hashes(&[b'a'; 64], None, 16), block_hashes(&[b'a'; 64], Some("x"), 16));
     }
 
     #[test]
     fn partial_blocks_are_not_hashed() {
         assert!(block_hashes(&[b'a'; 63], None, 16).is_empty());
-        assert_eq!(
-            SimRequest::from_text(1, 0.0, &[b'a'; 63], 5, None, 16).prompt_tokens,
-            16
-        );
+        assert_eq!(SimRequest::from_text(1, 0.0, &[b'a'; 63], 5, None, 16).prompt_tokens, 16);
     }
 }

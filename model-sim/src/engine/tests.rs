@@ -43,16 +43,11 @@ fn a_repeated_long_prompt_is_much_faster_the_second_time() {
 
 #[test]
 fn a_full_kv_cache_makes_requests_wait() {
-    let profile = EngineProfile {
-        num_gpu_blocks: 100,
-        ..EngineProfile::TINY
-    };
+    let profile = EngineProfile { num_gpu_blocks: 100, ..EngineProfile::TINY };
     let mut engine = Engine::new(profile);
     // Each request needs 30 prompt blocks + 2 output blocks: three fit, the rest wait.
     for id in 0..6u64 {
-        let prompt: Vec<u8> = (0..16 * 4 * 30)
-            .map(|i| b'a' + ((i as u64 + id * 7) % 26) as u8)
-            .collect();
+        let prompt: Vec<u8> = (0..16 * 4 * 30).map(|i| b'a' + ((i as u64 + id * 7) % 26) as u8).collect();
         engine.submit(request(id, 0.0, &prompt, 32, None));
     }
     engine.step(0.0).unwrap();
@@ -63,36 +58,22 @@ fn a_full_kv_cache_makes_requests_wait() {
 
 #[test]
 fn a_non_resident_adapter_pays_its_load_and_evicts_the_lru_one() {
-    let profile = EngineProfile {
-        max_loras: 2,
-        lora_load_ms: 50.0,
-        ..EngineProfile::TINY
-    };
+    let profile = EngineProfile { max_loras: 2, lora_load_ms: 50.0, ..EngineProfile::TINY };
     let mut engine = Engine::new(profile);
     let prompt = vec![b'x'; 64];
     engine.submit(request(1, 0.0, &prompt, 1, Some("a")));
     let (firsts, now) = run_to_idle(&mut engine, 0.0);
-    assert!(
-        firsts[0].1 >= 0.05,
-        "the first request waited for the load: {firsts:?}"
-    );
+    assert!(firsts[0].1 >= 0.05, "the first request waited for the load: {firsts:?}");
     engine.submit(request(2, now, &prompt, 1, Some("b")));
     let (_, now) = run_to_idle(&mut engine, now);
     let arrival = now;
     engine.submit(request(3, arrival, &prompt, 1, Some("a")));
     let (firsts, now) = run_to_idle(&mut engine, arrival);
-    assert!(
-        firsts[0].1 - arrival < 0.05,
-        "a resident adapter loads nothing: {firsts:?}"
-    );
+    assert!(firsts[0].1 - arrival < 0.05, "a resident adapter loads nothing: {firsts:?}");
     engine.submit(request(4, now, &prompt, 1, Some("c")));
     run_to_idle(&mut engine, now);
     let stats = engine.stats(now + 1.0);
-    assert_eq!(
-        stats.resident_adapters,
-        ["a", "c"],
-        "b was the least recently used"
-    );
+    assert_eq!(stats.resident_adapters, ["a", "c"], "b was the least recently used");
     assert_eq!(stats.lora_loads_total, 3);
 }
 
@@ -113,10 +94,7 @@ fn inter_token_latency_grows_with_batch_size() {
         now += step.duration;
         durations.push(step.duration);
     }
-    assert!(
-        durations[5] > single,
-        "a batch of 64 decodes slower than one"
-    );
+    assert!(durations[5] > single, "a batch of 64 decodes slower than one");
 }
 
 #[test]
@@ -124,9 +102,7 @@ fn the_same_requests_give_the_same_timings() {
     let run = || {
         let mut engine = Engine::new(EngineProfile::TINY);
         for id in 0..20u64 {
-            let prompt: Vec<u8> = (0..(100 + id * 37))
-                .map(|i| b'a' + (i % 26) as u8)
-                .collect();
+            let prompt: Vec<u8> = (0..(100 + id * 37)).map(|i| b'a' + (i % 26) as u8).collect();
             engine.submit(request(id, id as f64 * 0.001, &prompt, 5 + id as u32, None));
         }
         run_to_idle(&mut engine, 0.0).0

@@ -82,17 +82,12 @@ impl CompletionRequest {
     }
 
     pub fn output_tokens(&self) -> u32 {
-        self.max_completion_tokens
-            .or(self.max_tokens)
-            .unwrap_or(DEFAULT_MAX_TOKENS)
-            .max(1)
+        self.max_completion_tokens.or(self.max_tokens).unwrap_or(DEFAULT_MAX_TOKENS).max(1)
     }
 }
 
 fn unix_s() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
@@ -123,11 +118,7 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
         Err(e) => return openai_error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
     };
     if !pod.serves(&request.model) {
-        return openai_error(
-            StatusCode::NOT_FOUND,
-            "model_not_found",
-            "this pod does not serve that model",
-        );
+        return openai_error(StatusCode::NOT_FOUND, "model_not_found", "this pod does not serve that model");
     }
     let faults = pod.faults();
     if faults.hang {
@@ -137,21 +128,12 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
         tokio::time::sleep(Duration::from_millis(faults.added_latency_ms)).await;
     }
     if pod.roll_error(faults.error_rate) {
-        let status =
-            StatusCode::from_u16(faults.error_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let status = StatusCode::from_u16(faults.error_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         return openai_error(status, "injected_fault", "model-sim injected this error");
     }
     let prompt = request.prompt_text();
-    let events = pod.driver().submit(
-        prompt,
-        request.output_tokens(),
-        pod.adapter_for(&request.model),
-    );
-    if request.stream {
-        stream(pod, request, flavor, events)
-    } else {
-        whole(pod, request, flavor, events).await
-    }
+    let events = pod.driver().submit(prompt, request.output_tokens(), pod.adapter_for(&request.model));
+    if request.stream { stream(pod, request, flavor, events) } else { whole(pod, request, flavor, events).await }
 }
 
 async fn whole(
@@ -166,11 +148,7 @@ async fn whole(
             Some(EngineEvent::Finished { .. }) => break,
             Some(_) => {}
             None => {
-                return openai_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "engine_stopped",
-                    "the engine stopped",
-                );
+                return openai_error(StatusCode::INTERNAL_SERVER_ERROR, "engine_stopped", "the engine stopped");
             }
         }
     }
@@ -195,9 +173,7 @@ async fn whole(
 
 fn prompt_tokens(request: &CompletionRequest) -> u32 {
     let chars = request.prompt_text().len();
-    u32::try_from(chars.div_ceil(crate::engine::CHARS_PER_TOKEN))
-        .unwrap_or(u32::MAX)
-        .max(1)
+    u32::try_from(chars.div_ceil(crate::engine::CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1)
 }
 
 fn stream(
@@ -222,11 +198,7 @@ fn stream(
                 return; // The client went away; the engine finishes the request anyway.
             }
         }
-        if request
-            .stream_options
-            .as_ref()
-            .is_some_and(|o| o.include_usage)
-        {
+        if request.stream_options.as_ref().is_some_and(|o| o.include_usage) {
             let mut usage_chunk = chunk(flavor, id, &request.model, "", false);
             usage_chunk["choices"] = json!([]);
             usage_chunk["usage"] = usage(prompt_tokens(&request), output_tokens);

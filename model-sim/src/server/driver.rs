@@ -43,16 +43,8 @@ impl DriverHandle {
             itl: engine.itl.clone(),
         }));
         let (submissions, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(drive(
-            engine,
-            receiver,
-            Arc::clone(&published),
-            time_scale.max(1e-6),
-        ));
-        Self {
-            submissions,
-            published,
-        }
+        tokio::spawn(drive(engine, receiver, Arc::clone(&published), time_scale.max(1e-6)));
+        Self { submissions, published }
     }
 
     /// Queues a request; events arrive on the returned channel.
@@ -63,12 +55,7 @@ impl DriverHandle {
         adapter: Option<String>,
     ) -> mpsc::UnboundedReceiver<EngineEvent> {
         let (events, receiver) = mpsc::unbounded_channel();
-        let _ = self.submissions.send(Submission {
-            prompt,
-            output_tokens,
-            adapter,
-            events,
-        });
+        let _ = self.submissions.send(Submission { prompt, output_tokens, adapter, events });
         receiver
     }
 
@@ -89,19 +76,11 @@ async fn drive(
     let block_size = engine.profile().block_size;
     let mut listeners: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
     let mut next_id = 0u64;
-    let mut accept =
-        |engine: &mut Engine, listeners: &mut HashMap<u64, _>, s: Submission, now: f64| {
-            next_id += 1;
-            engine.submit(SimRequest::from_text(
-                next_id,
-                now,
-                &s.prompt,
-                s.output_tokens,
-                s.adapter,
-                block_size,
-            ));
-            listeners.insert(next_id, s.events);
-        };
+    let mut accept = |engine: &mut Engine, listeners: &mut HashMap<u64, _>, s: Submission, now: f64| {
+        next_id += 1;
+        engine.submit(SimRequest::from_text(next_id, now, &s.prompt, s.output_tokens, s.adapter, block_size));
+        listeners.insert(next_id, s.events);
+    };
     loop {
         while let Ok(submission) = submissions.try_recv() {
             accept(&mut engine, &mut listeners, submission, virtual_now());
@@ -112,9 +91,7 @@ async fn drive(
                 tokio::time::sleep_until(real_at(now + step.duration)).await;
                 for event in step.events {
                     let (id, done) = match event {
-                        EngineEvent::FirstToken { id, .. } | EngineEvent::Token { id, .. } => {
-                            (id, false)
-                        }
+                        EngineEvent::FirstToken { id, .. } | EngineEvent::Token { id, .. } => (id, false),
                         EngineEvent::Finished { id, .. } => (id, true),
                     };
                     if let Some(listener) = listeners.get(&id) {
@@ -149,10 +126,6 @@ async fn drive(
 
 fn publish(engine: &Engine, published: &Mutex<Published>, now: f64) {
     if let Ok(mut slot) = published.lock() {
-        *slot = Published {
-            stats: engine.stats(now),
-            ttft: engine.ttft.clone(),
-            itl: engine.itl.clone(),
-        };
+        *slot = Published { stats: engine.stats(now), ttft: engine.ttft.clone(), itl: engine.itl.clone() };
     }
 }

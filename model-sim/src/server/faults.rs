@@ -29,16 +29,10 @@ impl Faults {
 
     pub fn validate(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.error_rate) {
-            return Err(format!(
-                "error_rate must be within 0..=1, got {}",
-                self.error_rate
-            ));
+            return Err(format!("error_rate must be within 0..=1, got {}", self.error_rate));
         }
         if ![429, 500, 503].contains(&self.error_status) {
-            return Err(format!(
-                "error_status must be 429, 500 or 503, got {}",
-                self.error_status
-            ));
+            return Err(format!("error_status must be 429, 500 or 503, got {}", self.error_status));
         }
         Ok(())
     }

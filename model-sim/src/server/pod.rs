@@ -75,9 +75,7 @@ impl Pod {
             pinned: RwLock::new(None),
             faults: RwLock::new(spec.faults.clone()),
             frozen_metrics: RwLock::new(None),
-            rng: Mutex::new(fastrand::Rng::with_seed(
-                spec.seed ^ u64::from(spec.address.port()),
-            )),
+            rng: Mutex::new(fastrand::Rng::with_seed(spec.seed ^ u64::from(spec.address.port()))),
             shutdown: Notify::new(),
             ids: AtomicU64::new(0),
             spec,
@@ -93,13 +91,7 @@ impl Pod {
     }
 
     pub fn serves(&self, model: &str) -> bool {
-        self.spec.models.is_empty()
-            || self
-                .spec
-                .models
-                .iter()
-                .chain(&self.spec.adapters)
-                .any(|m| m == model)
+        self.spec.models.is_empty() || self.spec.models.iter().chain(&self.spec.adapters).any(|m| m == model)
     }
 
     /// The adapter a request for `model` needs, if `model` names one.
@@ -108,11 +100,7 @@ impl Pod {
     }
 
     pub fn served_models(&self) -> Vec<String> {
-        if self.spec.models.is_empty() {
-            vec!["model-sim".to_string()]
-        } else {
-            self.spec.models.clone()
-        }
+        if self.spec.models.is_empty() { vec!["model-sim".to_string()] } else { self.spec.models.clone() }
     }
 
     pub fn next_id(&self) -> u64 {
@@ -142,9 +130,7 @@ impl Pod {
             itl: &published.itl,
             profile: &self.spec.profile,
             dp_size: self.spec.dp_size.max(1),
-            now_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
+            now_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
         };
         if let Some(pinned) = self.pinned.read().ok().and_then(|p| p.clone()) {
             view.pin(&pinned);
@@ -164,17 +150,10 @@ impl Pod {
 }
 
 async fn metrics(State(pod): State<Arc<Pod>>) -> Response {
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        pod.metrics_text(),
-    )
-        .into_response()
+    ([("content-type", "text/plain; version=0.0.4")], pod.metrics_text()).into_response()
 }
 
-async fn pin_metrics(
-    State(pod): State<Arc<Pod>>,
-    axum::Json(pinned): axum::Json<PinnedMetrics>,
-) -> StatusCode {
+async fn pin_metrics(State(pod): State<Arc<Pod>>, axum::Json(pinned): axum::Json<PinnedMetrics>) -> StatusCode {
     if let Ok(mut slot) = pod.pinned.write() {
         *slot = Some(pinned);
     }
@@ -188,10 +167,7 @@ async fn unpin_metrics(State(pod): State<Arc<Pod>>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-async fn set_faults(
-    State(pod): State<Arc<Pod>>,
-    axum::Json(faults): axum::Json<Faults>,
-) -> Response {
+async fn set_faults(State(pod): State<Arc<Pod>>, axum::Json(faults): axum::Json<Faults>) -> Response {
     if let Err(message) = faults.validate() {
         return (StatusCode::BAD_REQUEST, message).into_response();
     }

@@ -85,35 +85,20 @@ fn every_format_parses_and_has_the_routing_signals() {
 #[test]
 fn data_parallel_ranks_split_counts_and_repeat_usage() {
     let samples = parse(&view_text(MetricsFormat::Vllm, 2)).unwrap();
-    let of = |name: &str| -> Vec<f64> {
-        samples
-            .iter()
-            .filter(|s| s.name == name)
-            .map(|s| s.value)
-            .collect()
-    };
+    let of = |name: &str| -> Vec<f64> { samples.iter().filter(|s| s.name == name).map(|s| s.value).collect() };
     assert_eq!(of("vllm:num_requests_waiting"), [3.0, 2.0]);
     assert_eq!(of("vllm:num_requests_running"), [2.0, 1.0]);
     assert_eq!(of("vllm:kv_cache_usage_perc"), [0.25, 0.25]);
-    let ranks: Vec<&str> = samples
-        .iter()
-        .filter(|s| s.name == "vllm:num_requests_waiting")
-        .filter_map(|s| s.label("engine"))
-        .collect();
+    let ranks: Vec<&str> =
+        samples.iter().filter(|s| s.name == "vllm:num_requests_waiting").filter_map(|s| s.label("engine")).collect();
     assert_eq!(ranks, ["0", "1"]);
 }
 
 #[test]
 fn label_values_are_escaped() {
     let samples = parse(&view_text(MetricsFormat::Vllm, 1)).unwrap();
-    let waiting = samples
-        .iter()
-        .find(|s| s.name == "vllm:num_requests_waiting")
-        .unwrap();
+    let waiting = samples.iter().find(|s| s.name == "vllm:num_requests_waiting").unwrap();
     assert_eq!(waiting.label("model_name"), Some("m\"odel"));
-    let lora = samples
-        .iter()
-        .find(|s| s.name == "vllm:lora_requests_info")
-        .unwrap();
+    let lora = samples.iter().find(|s| s.name == "vllm:lora_requests_info").unwrap();
     assert_eq!(lora.label("running_lora_adapters"), Some("sql-lora"));
 }

@@ -9,17 +9,12 @@ pub(super) struct Writer {
 }
 
 pub(super) fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 impl Writer {
     pub fn new() -> Self {
-        Self {
-            out: String::with_capacity(4096),
-        }
+        Self { out: String::with_capacity(4096) }
     }
 
     pub fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Self {
@@ -36,28 +31,14 @@ impl Writer {
         self
     }
 
-    pub fn histogram(
-        &mut self,
-        name: &str,
-        help: &str,
-        labels: &str,
-        histogram: &Histogram,
-    ) -> &mut Self {
+    pub fn histogram(&mut self, name: &str, help: &str, labels: &str, histogram: &Histogram) -> &mut Self {
         self.family(name, "histogram", help);
         let sep = if labels.is_empty() { "" } else { "," };
         for (le, count) in histogram.cumulative() {
-            let _ = writeln!(
-                self.out,
-                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {:?}",
-                count as f64
-            );
+            let _ = writeln!(self.out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {:?}", count as f64);
         }
         let _ = writeln!(self.out, "{name}_sum{{{labels}}} {:?}", histogram.sum);
-        let _ = writeln!(
-            self.out,
-            "{name}_count{{{labels}}} {:?}",
-            histogram.count as f64
-        );
+        let _ = writeln!(self.out, "{name}_count{{{labels}}} {:?}", histogram.count as f64);
         self
     }
 

@@ -1,0 +1,260 @@
+//! How pods are ranked: the cost model, the profiles, the weights, and the limits on
+//! each signal's age.
+
+use serde::{Deserialize, Serialize};
+
+/// How the router combines the signals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScoringMode {
+    /// Rank by predicted time to first token, in milliseconds: queue wait, uncached
+    /// prefill at the pod's learned rate, adapter load.
+    #[default]
+    PredictedTtft,
+    /// Rank by a weighted sum of scores in [0, 1], as the Gateway API Inference
+    /// Extension does; kept for comparison.
+    Weighted,
+}
+
+/// What a pool optimizes for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Interactive chat: the lowest time to first token.
+    #[default]
+    Latency,
+    /// Batch jobs: the lowest time to the last token, so decode speed counts too.
+    Throughput,
+}
+
+impl Profile {
+    /// The weights of the weighted mode for this profile.
+    pub fn weights(self) -> Weights {
+        match self {
+            Profile::Latency => Weights {
+                kv_cache: 1.0,
+                queue_depth: 2.0,
+                running_requests: 1.0,
+                lora_affinity: 2.0,
+                prefix_cache: 3.0,
+            },
+            Profile::Throughput => Weights {
+                kv_cache: 2.0,
+                queue_depth: 1.0,
+                running_requests: 2.0,
+                lora_affinity: 1.0,
+                prefix_cache: 3.0,
+            },
+        }
+    }
+}
+
+/// How much each scorer counts in the weighted mode. Zero disables a scorer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    #[serde(default)]
+    pub kv_cache: f64,
+    #[serde(default)]
+    pub queue_depth: f64,
+    #[serde(default)]
+    pub running_requests: f64,
+    #[serde(default)]
+    pub lora_affinity: f64,
+    #[serde(default)]
+    pub prefix_cache: f64,
+}
+
+impl Weights {
+    pub fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            ("kv_cache", self.kv_cache),
+            ("queue_depth", self.queue_depth),
+            ("running_requests", self.running_requests),
+            ("lora_affinity", self.lora_affinity),
+            ("prefix_cache", self.prefix_cache),
+        ]
+    }
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Profile::Latency.weights()
+    }
+}
+
+/// Prefix-affinity hashing and index bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixSettings {
+    /// Characters per hashed block (16 tokens of 4 characters by default).
+    #[serde(default = "PrefixSettings::default_block_chars")]
+    pub block_chars: u32,
+    /// Blocks hashed per prompt at most; the rest of a longer prompt is ignored.
+    #[serde(default = "PrefixSettings::default_max_blocks")]
+    pub max_blocks: u32,
+    /// Pods the index remembers as holding one block; a popular prefix is replicated
+    /// on up to this many pods instead of pinning its traffic to one.
+    #[serde(default = "PrefixSettings::default_max_owners")]
+    pub max_owners: u32,
+    /// Blocks remembered per pod when its KV capacity is not known yet.
+    #[serde(default = "PrefixSettings::default_blocks_per_pod")]
+    pub default_blocks_per_pod: u32,
+}
+
+impl PrefixSettings {
+    fn default_block_chars() -> u32 {
+        64
+    }
+    fn default_max_blocks() -> u32 {
+        256
+    }
+    fn default_max_owners() -> u32 {
+        4
+    }
+    fn default_blocks_per_pod() -> u32 {
+        16_384
+    }
+}
+
+impl Default for PrefixSettings {
+    fn default() -> Self {
+        Self {
+            block_chars: Self::default_block_chars(),
+            max_blocks: Self::default_max_blocks(),
+            max_owners: Self::default_max_owners(),
+            default_blocks_per_pod: Self::default_blocks_per_pod(),
+        }
+    }
+}
+
+/// What the predicted-TTFT model assumes until a pod's own counters teach it better.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostDefaults {
+    #[serde(default = "CostDefaults::default_prefill_tokens_per_s")]
+    pub prefill_tokens_per_s: f64,
+    #[serde(default = "CostDefaults::default_decode_step_ms")]
+    pub decode_step_ms: f64,
+    /// Uncached prompt tokens of an average queued request.
+    #[serde(default = "CostDefaults::default_mean_prompt_tokens")]
+    pub mean_prompt_tokens: f64,
+    /// Tokens one engine step may prefill (vLLM `max_num_batched_tokens`).
+    #[serde(default = "CostDefaults::default_step_token_budget")]
+    pub step_token_budget: f64,
+    #[serde(default = "CostDefaults::default_lora_load_ms")]
+    pub lora_load_ms: f64,
+    /// Added to a pod that has not reported metrics yet: usable, but not preferred.
+    #[serde(default = "CostDefaults::default_unknown_pod_penalty_ms")]
+    pub unknown_pod_penalty_ms: f64,
+    /// Output tokens assumed when a request sets no `max_tokens` (throughput profile).
+    #[serde(default = "CostDefaults::default_output_tokens")]
+    pub output_tokens: f64,
+}
+
+impl CostDefaults {
+    fn default_prefill_tokens_per_s() -> f64 {
+        10_000.0
+    }
+    fn default_decode_step_ms() -> f64 {
+        20.0
+    }
+    fn default_mean_prompt_tokens() -> f64 {
+        512.0
+    }
+    fn default_step_token_budget() -> f64 {
+        8192.0
+    }
+    fn default_lora_load_ms() -> f64 {
+        50.0
+    }
+    fn default_unknown_pod_penalty_ms() -> f64 {
+        50.0
+    }
+    fn default_output_tokens() -> f64 {
+        256.0
+    }
+}
+
+impl Default for CostDefaults {
+    fn default() -> Self {
+        Self {
+            prefill_tokens_per_s: Self::default_prefill_tokens_per_s(),
+            decode_step_ms: Self::default_decode_step_ms(),
+            mean_prompt_tokens: Self::default_mean_prompt_tokens(),
+            step_token_budget: Self::default_step_token_budget(),
+            lora_load_ms: Self::default_lora_load_ms(),
+            unknown_pod_penalty_ms: Self::default_unknown_pod_penalty_ms(),
+            output_tokens: Self::default_output_tokens(),
+        }
+    }
+}
+
+/// Knobs of the decision itself.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSettings {
+    #[serde(default)]
+    pub scoring: ScoringMode,
+    #[serde(default)]
+    pub profile: Profile,
+    /// Explicit weights for the weighted mode; default: the profile's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Weights>,
+    /// Queue, running and KV signals older than this are ignored: the pod is ranked on
+    /// the gateway's own in-flight count instead.
+    #[serde(default = "RoutingSettings::default_signal_max_age_ms")]
+    pub signal_max_age_ms: u64,
+    /// Adapter lists change slowly, so they stay usable longer.
+    #[serde(default = "RoutingSettings::default_adapter_max_age_ms")]
+    pub adapter_max_age_ms: u64,
+    /// Pods whose KV-cache use is above this are skipped, unless all are.
+    #[serde(default = "RoutingSettings::default_kv_cache_threshold")]
+    pub kv_cache_threshold: f64,
+    /// How many ranked endpoints go in `x-gateway-destination-endpoint` (first is the
+    /// choice, the rest are retry targets in order).
+    #[serde(default = "RoutingSettings::default_ranked_endpoints")]
+    pub ranked_endpoints: usize,
+    /// `Retry-After` on 503 when a pool has no ready pod.
+    #[serde(default = "RoutingSettings::default_retry_after_s")]
+    pub retry_after_s: u32,
+    #[serde(default)]
+    pub prefix: PrefixSettings,
+    #[serde(default)]
+    pub cost: CostDefaults,
+}
+
+impl RoutingSettings {
+    fn default_signal_max_age_ms() -> u64 {
+        1_000
+    }
+    fn default_adapter_max_age_ms() -> u64 {
+        5_000
+    }
+    fn default_kv_cache_threshold() -> f64 {
+        0.95
+    }
+    fn default_ranked_endpoints() -> usize {
+        3
+    }
+    fn default_retry_after_s() -> u32 {
+        1
+    }
+}
+
+impl Default for RoutingSettings {
+    fn default() -> Self {
+        Self {
+            scoring: ScoringMode::default(),
+            profile: Profile::default(),
+            weights: None,
+            signal_max_age_ms: Self::default_signal_max_age_ms(),
+            adapter_max_age_ms: Self::default_adapter_max_age_ms(),
+            kv_cache_threshold: Self::default_kv_cache_threshold(),
+            ranked_endpoints: Self::default_ranked_endpoints(),
+            retry_after_s: Self::default_retry_after_s(),
+            prefix: PrefixSettings::default(),
+            cost: CostDefaults::default(),
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The prompt as the engine will see it, for prefix hashing: tool definitions first (a
+//! chat template renders them into the system prompt), then every message in order as
+//! a role tag and its content. A conversation's next turn therefore extends the bytes of
+//! the previous turn, which is what makes prefix affinity work across turns.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A message; only what shapes the prompt is kept, the rest is skipped unparsed.
+#[derive(Deserialize)]
+pub(super) struct Message<'a> {
+    #[serde(borrow, default)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_calls: Option<&'a RawValue>,
+}
+
+/// Appends a content value: a string's text; a list of parts' texts (or, for a part
+/// without text such as an image, its raw JSON); anything else as raw JSON.
+fn push_content(out: &mut Vec<u8>, raw: &RawValue) {
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => match serde_json::from_str::<Cow<'_, str>>(text) {
+            Ok(s) => out.extend_from_slice(s.as_bytes()),
+            Err(_) => out.extend_from_slice(text.as_bytes()),
+        },
+        Some(b'[') => match serde_json::from_str::<Vec<&RawValue>>(text) {
+            Ok(parts) => {
+                for part in parts {
+                    push_part(out, part);
+                }
+            }
+            Err(_) => out.extend_from_slice(text.as_bytes()),
+        },
+        Some(b'n') => {}
+        _ => out.extend_from_slice(text.as_bytes()),
+    }
+}
+
+fn push_part(out: &mut Vec<u8>, part: &RawValue) {
+    let Ok(fields) = serde_json::from_str::<BTreeMap<Cow<'_, str>, &RawValue>>(part.get()) else {
+        out.extend_from_slice(part.get().as_bytes());
+        return;
+    };
+    match fields.get("text") {
+        Some(text) => push_content(out, text),
+        None => {
+            for (key, value) in &fields {
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(value.get().as_bytes());
+            }
+        }
+    }
+}
+
+pub(super) fn render(tools: Option<&RawValue>, messages: Option<&[Message<'_>]>, prompt: Option<&RawValue>) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(tools) = tools {
+        out.extend_from_slice(b"<|tools|>");
+        out.extend_from_slice(tools.get().as_bytes());
+    }
+    for message in messages.unwrap_or_default() {
+        out.extend_from_slice(b"<|");
+        out.extend_from_slice(message.role.as_deref().unwrap_or("user").as_bytes());
+        out.extend_from_slice(b"|>");
+        if let Some(content) = message.content {
+            push_content(&mut out, content);
+        }
+        if let Some(calls) = message.tool_calls {
+            out.extend_from_slice(calls.get().as_bytes());
+        }
+    }
+    if let Some(prompt) = prompt {
+        push_content(&mut out, prompt);
+    }
+    out
+}

@@ -1,0 +1,135 @@
+//! A routing decision and its explanation.
+
+use std::fmt::Write;
+
+use crate::config::{Profile, RoutingSettings, ScoringMode};
+use crate::endpoint::Endpoint;
+use crate::scoring::{AdapterState, Candidate, RequestShape, TtftBreakdown, predicted_ttft};
+
+/// What the ranking rested on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionBasis {
+    /// Every candidate had fresh signals.
+    Signals,
+    /// Some candidates had fresh signals, the others were ranked on in-flight counts.
+    Mixed,
+    /// No fresh signals at all (no snapshot, or the agent is gone): in-flight counts only.
+    LoadOnly,
+}
+
+impl DecisionBasis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionBasis::Signals => "signals",
+            DecisionBasis::Mixed => "mixed",
+            DecisionBasis::LoadOnly => "load-only",
+        }
+    }
+}
+
+/// One pod as the decision saw it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodReport {
+    pub endpoint: Endpoint,
+    /// The ranking value: negated cost in ms (predicted-ttft), or the weighted score.
+    pub total: f64,
+    pub waiting: f64,
+    pub running: f64,
+    pub kv_cache_usage: Option<f64>,
+    pub matched_blocks: usize,
+    pub adapter: AdapterState,
+    pub ttft: TtftBreakdown,
+}
+
+impl PodReport {
+    pub(super) fn new(
+        c: &Candidate,
+        total: f64,
+        shape: &RequestShape,
+        settings: &RoutingSettings,
+        profile: Profile,
+    ) -> Self {
+        Self {
+            endpoint: c.endpoint,
+            total,
+            waiting: c.waiting,
+            running: c.running,
+            kv_cache_usage: c.kv_cache_usage,
+            matched_blocks: c.matched_blocks,
+            adapter: c.adapter,
+            ttft: predicted_ttft(c, shape, &settings.cost, profile),
+        }
+    }
+
+    fn describe(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
+            self.endpoint,
+            self.ttft.total_ms,
+            self.ttft.queue_ms,
+            self.ttft.prefill_ms,
+            self.ttft.adapter_ms,
+            self.waiting,
+            self.running,
+            self.kv_cache_usage.map_or_else(|| "?".to_string(), |kv| format!("{kv:.2}")),
+            self.matched_blocks,
+            self.adapter,
+        );
+    }
+}
+
+/// Where a request goes, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub pool: String,
+    pub model: String,
+    /// The LoRA adapter the model maps to, if any.
+    pub adapter: Option<String>,
+    /// Best first; the rest are retry targets in order.
+    pub endpoints: Vec<Endpoint>,
+    pub basis: DecisionBasis,
+    pub scoring: ScoringMode,
+    /// Some other pod held a longer prefix, but this one was predicted faster.
+    pub spilled: bool,
+    /// The prompt's block hashes, to record once the pod has prefilled them.
+    pub prefix_hashes: Vec<u64>,
+    pub chosen: PodReport,
+    pub runner_up: Option<PodReport>,
+}
+
+impl Decision {
+    /// The `x-gateway-destination-endpoint` value: `a,b,c`.
+    pub fn endpoint_header(&self) -> String {
+        let mut out = String::new();
+        for (i, endpoint) in self.endpoints.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{endpoint}");
+        }
+        out
+    }
+
+    /// The `x-infergate-decision` value.
+    pub fn explain(&self) -> String {
+        let mut out = format!(
+            "pool={}; basis={}; scoring={}; spilled={}; prefix_blocks={}; endpoints={}; chosen=",
+            self.pool,
+            self.basis.as_str(),
+            match self.scoring {
+                ScoringMode::PredictedTtft => "predicted-ttft",
+                ScoringMode::Weighted => "weighted",
+            },
+            self.spilled,
+            self.prefix_hashes.len(),
+            self.endpoint_header()
+        );
+        self.chosen.describe(&mut out);
+        if let Some(runner_up) = &self.runner_up {
+            out.push_str("; runner_up=");
+            runner_up.describe(&mut out);
+        }
+        out
+    }
+}

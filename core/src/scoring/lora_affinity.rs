@@ -1,0 +1,35 @@
+//! LoRA residency: running 1.0 (resident and in use), waiting 0.8 (being loaded),
+//! free slot 0.6 (a load, no eviction), must evict 0.2 (a load after an eviction). The
+//! last is a cost, not a wall: unlike the peers' hard filter, a pod that must evict
+//! still wins when the others are far busier. Unknown state scores 0.5.
+
+use super::{AdapterState, Candidate};
+
+pub(super) fn value(state: AdapterState) -> f64 {
+    match state {
+        AdapterState::NotNeeded | AdapterState::Running => 1.0,
+        AdapterState::Waiting => 0.8,
+        AdapterState::FreeSlot => 0.6,
+        AdapterState::Unknown => 0.5,
+        AdapterState::MustEvict => 0.2,
+    }
+}
+
+pub(super) fn score(candidates: &[Candidate], out: &mut [f64]) {
+    for (slot, c) in out.iter_mut().zip(candidates) {
+        *slot = value(c.adapter);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residency_orders_the_scores() {
+        let order = [AdapterState::Running, AdapterState::Waiting, AdapterState::FreeSlot, AdapterState::MustEvict];
+        let values: Vec<f64> = order.iter().map(|s| value(*s)).collect();
+        assert!(values.windows(2).all(|w| w[0] > w[1]), "{values:?}");
+        assert!(value(AdapterState::MustEvict) > 0.0, "evicting is a cost, not a filter");
+    }
+}

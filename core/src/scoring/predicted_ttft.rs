@@ -1,0 +1,150 @@
+//! The default cost: the time to first token this request would see on a pod, in
+//! milliseconds, from the pod's own learned speeds.
+//!
+//! ```text
+//! prefill_work = waiting × mean_prompt_tokens + (prompt_tokens − cached_tokens)
+//! steps        = ⌈prefill_work / step_token_budget⌉
+//! ttft_ms      = 1000 × prefill_work / prefill_tokens_per_s + steps × decode_step_ms
+//!              + adapter_load_ms + unknown_pod_penalty_ms
+//! ```
+//!
+//! The queue's prefill is ahead of ours (FCFS), and each engine step that carries a
+//! chunk of it also decodes the running batch, whose cost the measured step time
+//! includes. A prefix match shortens only our own prefill. The throughput profile adds
+//! the decode of our expected output, `output_tokens × decode_step_ms`, so that batch
+//! work goes where it finishes first.
+
+use super::{AdapterState, Candidate, RequestShape};
+use crate::config::{CostDefaults, Profile};
+
+/// The cost and its parts, for the decision header.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtftBreakdown {
+    pub queue_ms: f64,
+    pub prefill_ms: f64,
+    pub adapter_ms: f64,
+    pub decode_ms: f64,
+    pub penalty_ms: f64,
+    pub total_ms: f64,
+}
+
+fn positive(value: Option<f64>, fallback: f64) -> f64 {
+    value.filter(|v| v.is_finite() && *v > 0.0).unwrap_or(fallback)
+}
+
+pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaults, profile: Profile) -> TtftBreakdown {
+    let rate = positive(c.learned.prefill_tokens_per_s, defaults.prefill_tokens_per_s);
+    let step_ms = positive(c.learned.decode_step_ms, defaults.decode_step_ms);
+    let mean_prompt = positive(c.learned.mean_prompt_tokens, defaults.mean_prompt_tokens);
+    let waiting = if c.waiting.is_finite() { c.waiting.max(0.0) } else { f64::MAX / 4.0 };
+    let cached = (c.matched_blocks as f64 * shape.tokens_per_block).min((shape.prompt_tokens - 1.0).max(0.0));
+    let own = (shape.prompt_tokens - cached).max(1.0);
+    let ahead = waiting * mean_prompt;
+    let steps = ((ahead + own) / defaults.step_token_budget).ceil().max(1.0);
+    let queue_ms = 1000.0 * ahead / rate;
+    let prefill_ms = 1000.0 * own / rate + steps * step_ms;
+    let adapter_ms = match c.adapter {
+        AdapterState::NotNeeded | AdapterState::Running => 0.0,
+        AdapterState::Waiting => defaults.lora_load_ms / 2.0,
+        AdapterState::FreeSlot | AdapterState::Unknown => defaults.lora_load_ms,
+        AdapterState::MustEvict => 2.0 * defaults.lora_load_ms,
+    };
+    let decode_ms = match profile {
+        Profile::Latency => 0.0,
+        Profile::Throughput => shape.output_tokens * step_ms,
+    };
+    let penalty_ms = if c.has_metrics { 0.0 } else { defaults.unknown_pod_penalty_ms };
+    TtftBreakdown {
+        queue_ms,
+        prefill_ms,
+        adapter_ms,
+        decode_ms,
+        penalty_ms,
+        total_ms: queue_ms + prefill_ms + adapter_ms + decode_ms + penalty_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::candidate;
+    use super::*;
+
+    fn shape(prompt_tokens: f64) -> RequestShape {
+        RequestShape { prompt_tokens, tokens_per_block: 16.0, output_tokens: 100.0 }
+    }
+
+    fn cost(c: &Candidate, prompt: f64) -> f64 {
+        predicted_ttft(c, &shape(prompt), &CostDefaults::default(), Profile::Latency).total_ms
+    }
+
+    #[test]
+    fn an_idle_pod_costs_its_own_prefill_and_one_step() {
+        let c = candidate(1, 0.0, 0.0, Some(0.0));
+        // 1,000 tokens at 10,000 tokens/s = 100 ms, plus one 20 ms step.
+        assert!((cost(&c, 1000.0) - 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_queued_request_adds_its_prefill() {
+        let idle = candidate(1, 0.0, 0.0, None);
+        let queued = candidate(2, 4.0, 0.0, None);
+        // 4 × 512 tokens ahead at 10,000 tokens/s = 204.8 ms more.
+        assert!((cost(&queued, 1000.0) - cost(&idle, 1000.0) - 204.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_prefix_match_cuts_only_our_prefill() {
+        let mut warm = candidate(1, 0.0, 0.0, None);
+        warm.matched_blocks = 50;
+        warm.total_blocks = 60;
+        let cold = candidate(2, 0.0, 0.0, None);
+        // 800 of 1,000 tokens cached: 80 ms less.
+        assert!((cost(&cold, 1000.0) - cost(&warm, 1000.0) - 80.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_loaded_prefix_holder_loses_to_an_idle_pod_when_its_queue_costs_more() {
+        let mut owner = candidate(1, 10.0, 8.0, None);
+        owner.matched_blocks = 60;
+        owner.total_blocks = 63;
+        let idle = candidate(2, 0.0, 0.0, None);
+        assert!(cost(&idle, 1000.0) < cost(&owner, 1000.0), "spill to the idle pod");
+        let lightly = candidate(3, 1.0, 1.0, None);
+        let mut light_owner = lightly;
+        light_owner.matched_blocks = 60;
+        light_owner.total_blocks = 63;
+        assert!(cost(&light_owner, 4000.0) < cost(&idle, 4000.0), "stay when the queue is short");
+    }
+
+    #[test]
+    fn adapter_state_orders_the_cost_and_learned_rates_win() {
+        let mut c = candidate(1, 0.0, 0.0, None);
+        let mut last = -1.0;
+        for state in [AdapterState::Running, AdapterState::Waiting, AdapterState::FreeSlot, AdapterState::MustEvict] {
+            c.adapter = state;
+            let now = cost(&c, 100.0);
+            assert!(now > last, "{state:?}");
+            last = now;
+        }
+        let mut fast = candidate(2, 0.0, 0.0, None);
+        fast.learned.prefill_tokens_per_s = Some(40_000.0);
+        assert!(cost(&fast, 4000.0) < cost(&candidate(3, 0.0, 0.0, None), 4000.0));
+    }
+
+    #[test]
+    fn throughput_profile_adds_the_decode_of_the_output() {
+        let c = candidate(1, 0.0, 0.0, None);
+        let latency = predicted_ttft(&c, &shape(100.0), &CostDefaults::default(), Profile::Latency);
+        let throughput = predicted_ttft(&c, &shape(100.0), &CostDefaults::default(), Profile::Throughput);
+        assert!((throughput.total_ms - latency.total_ms - 100.0 * 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unknown_pods_pay_a_penalty_and_nan_waiting_is_worst() {
+        let mut unknown = candidate(1, 0.0, 0.0, None);
+        unknown.has_metrics = false;
+        assert!(cost(&unknown, 100.0) > cost(&candidate(2, 0.0, 0.0, None), 100.0));
+        let nan = candidate(3, f64::NAN, 0.0, None);
+        assert!(cost(&nan, 100.0) > cost(&candidate(4, 1000.0, 0.0, None), 100.0));
+    }
+}
