@@ -1,0 +1,125 @@
+//! The scheduler in real Envoy with two workers: prefix affinity across workers, no
+//! hot-spot under a burst, and LoRA residency.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use infergate_e2e::{Reply, Stack, StackSpec};
+use infergate_model_sim::engine::EngineProfile;
+use serde_json::{Value, json};
+
+/// A client with one keep-alive connection: Envoy's exact balance puts each on its
+/// own worker.
+fn single_connection_client() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap()
+}
+
+async fn post(client: &reqwest::Client, stack: &Stack, body: &Value) -> Reply {
+    let response = client.post(format!("{}/v1/chat/completions", stack.gateway_url)).json(body).send().await.unwrap();
+    infergate_e2e::client::read_reply(response).await
+}
+
+async fn worker_connections(stack: &Stack) -> Vec<u64> {
+    let text = stack.client().get(format!("{}/stats?filter=worker_.\\.downstream_cx_total", stack.admin_url)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("listener.{}", stack.config.gateway.listen).replace(':', "_")))
+        .filter_map(|l| l.rsplit_once(": ").and_then(|(_, v)| v.trim().parse().ok()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_next_turn_finds_its_prefix_on_the_other_worker() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let clients = [single_connection_client(), single_connection_client()];
+    let mut followed = 0;
+    let mut turns = 0;
+    for conversation in 0..20 {
+        let system = format!("Conversation {conversation}. You answer questions about GPUs in detail. ").repeat(30);
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        let mut last_pod: Option<String> = None;
+        for turn in 0..11 {
+            messages.push(json!({"role": "user", "content": format!("question {turn} of conversation {conversation}")}));
+            let body = json!({"model": "m", "messages": messages, "max_tokens": 2});
+            // Alternate connections, hence workers, between consecutive turns.
+            let reply = post(&clients[turn % 2], &stack, &body).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let pod = reply.served_by().unwrap_or_default().to_string();
+            if let Some(previous) = &last_pod {
+                turns += 1;
+                if *previous == pod {
+                    followed += 1;
+                }
+            }
+            messages.push(json!({"role": "assistant", "content": "tok tok "}));
+            last_pod = Some(pod);
+        }
+    }
+    let per_worker = worker_connections(&stack).await;
+    assert!(per_worker.len() == 2 && per_worker.iter().all(|&n| n >= 1), "both workers served: {per_worker:?}");
+    eprintln!("{followed}/{turns} next turns landed on the pod holding the conversation");
+    assert!(followed * 100 >= turns * 90, "only {followed}/{turns} next turns followed their prefix");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_identical_requests_spreads_over_the_pool() {
+    let spec = StackSpec {
+        pools: vec![("a", 8)],
+        // A slow prefill: no pod answers (and so owns the prefix) during the burst.
+        profile: EngineProfile { prefill_tokens_per_s: 2_000.0, ..EngineProfile::TINY },
+        ..StackSpec::default()
+    };
+    let stack = Stack::start(spec).await;
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "the same question ".repeat(40)}], "max_tokens": 1});
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let client = reqwest::Client::new();
+            let url = format!("{}/v1/chat/completions", stack.gateway_url);
+            let body = body.clone();
+            tokio::spawn(async move { infergate_e2e::client::read_reply(client.post(url).json(&body).send().await.unwrap()).await })
+        })
+        .collect();
+    let mut per_pod: HashMap<String, usize> = HashMap::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        *per_pod.entry(reply.served_by().unwrap_or_default().to_string()).or_default() += 1;
+    }
+    eprintln!("burst of 64 sent and answered in {:?}: {per_pod:?}", started.elapsed());
+    assert_eq!(per_pod.len(), 8, "{per_pod:?}");
+    assert!(per_pod.values().all(|&n| n <= 64 / 8 + 2), "a pod got more than its fair share + 2: {per_pod:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lora_request_lands_where_its_adapter_is_resident() {
+    let spec = StackSpec {
+        models: vec![("m", "a", None), ("sql-lora", "a", Some("sql-lora"))],
+        ..StackSpec::default()
+    };
+    let stack = Stack::start(spec).await;
+    let pods = stack.fleet.pods.clone();
+    let pin = |running: &[&str]| json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.2, "running_lora_adapters": running});
+    // TINY pods have 2 LoRA slots: pods 0 and 3 are full, 1 has room, 2 runs the adapter.
+    stack.pin_json(pods[0], pin(&["a", "b"])).await;
+    stack.pin_json(pods[1], pin(&[])).await;
+    stack.pin_json(pods[2], pin(&["sql-lora"])).await;
+    stack.pin_json(pods[3], pin(&["c", "d"])).await;
+    let resident = pods[2].to_string();
+    stack
+        .wait_until("the adapter lists to reach the router", Duration::from_secs(3), || async {
+            stack.chat("sql-lora", 1).await.header("x-infergate-decision").is_some_and(|d| d.contains("adapter=Running"))
+        })
+        .await;
+    for _ in 0..20 {
+        let reply = stack.chat("sql-lora", 1).await;
+        assert_eq!(reply.served_by(), Some(resident.as_str()), "{:?}", reply.header("x-infergate-decision"));
+    }
+    // With the resident pod gone, the pod with a free slot beats the ones that must evict.
+    stack.pin_json(pods[2], json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.99, "running_lora_adapters": ["sql-lora"]})).await;
+    let free = pods[1].to_string();
+    stack
+        .wait_until("routing to move to the free slot", Duration::from_secs(3), || async {
+            stack.chat("sql-lora", 1).await.served_by() == Some(free.as_str())
+        })
+        .await;
+}
