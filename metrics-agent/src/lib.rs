@@ -5,6 +5,7 @@
 
 pub mod engines;
 pub mod exposition;
+pub mod learn;
 pub mod push;
 pub mod scrape;
 pub mod token;

@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use infergate_core::Endpoint;
 use infergate_core::config::{Engine, InfergateConfig};
-use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+use infergate_core::snapshot::{PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
-use crate::engines;
+use crate::engines::{self, Scraped};
+use crate::learn::RateLearner;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
@@ -55,9 +56,9 @@ async fn scrape_pod(
     endpoint: Endpoint,
     engine: Engine,
     timeout: Duration,
-) -> Result<PodSignals, ScrapeError> {
+) -> Result<Scraped, ScrapeError> {
     let text = fetch_metrics(client, &format!("http://{endpoint}/metrics"), timeout).await?;
-    Ok(engines::signals(engine, &text)?)
+    Ok(engines::scrape(engine, &text)?)
 }
 
 /// Keeps each pod's last good state between scrapes and numbers the snapshots.
@@ -65,6 +66,7 @@ pub struct FleetScraper {
     client: reqwest::Client,
     config: InfergateConfig,
     last: HashMap<Endpoint, PodState>,
+    learners: HashMap<Endpoint, RateLearner>,
     failing: HashMap<Endpoint, String>,
     sequence: u64,
 }
@@ -75,6 +77,7 @@ impl FleetScraper {
             client,
             config,
             last: HashMap::new(),
+            learners: HashMap::new(),
             failing: HashMap::new(),
             // Start from the clock so that a restarted agent's sequence keeps rising.
             sequence: unix_ms(),
@@ -121,9 +124,12 @@ impl FleetScraper {
         }
     }
 
-    fn update(&mut self, endpoint: Endpoint, result: Result<PodSignals, ScrapeError>, now: u64) -> PodState {
+    fn update(&mut self, endpoint: Endpoint, result: Result<Scraped, ScrapeError>, now: u64) -> PodState {
         let state = match result {
-            Ok(signals) => {
+            Ok(Scraped { mut signals, counters }) => {
+                let learner = self.learners.entry(endpoint).or_default();
+                learner.observe(counters);
+                learner.apply(&mut signals);
                 if self.failing.remove(&endpoint).is_some() {
                     tracing::info!(pod = %endpoint, "scrape recovered");
                 }

@@ -20,7 +20,15 @@ async fn post(client: &reqwest::Client, stack: &Stack, body: &Value) -> Reply {
 }
 
 async fn worker_connections(stack: &Stack) -> Vec<u64> {
-    let text = stack.client().get(format!("{}/stats?filter=worker_.\\.downstream_cx_total", stack.admin_url)).send().await.unwrap().text().await.unwrap();
+    let text = stack
+        .client()
+        .get(format!("{}/stats?filter=worker_.\\.downstream_cx_total", stack.admin_url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     text.lines()
         .filter(|l| l.starts_with(&format!("listener.{}", stack.config.gateway.listen).replace(':', "_")))
         .filter_map(|l| l.rsplit_once(": ").and_then(|(_, v)| v.trim().parse().ok()))
@@ -38,7 +46,8 @@ async fn a_conversations_next_turn_finds_its_prefix_on_the_other_worker() {
         let mut messages = vec![json!({"role": "system", "content": system})];
         let mut last_pod: Option<String> = None;
         for turn in 0..11 {
-            messages.push(json!({"role": "user", "content": format!("question {turn} of conversation {conversation}")}));
+            messages
+                .push(json!({"role": "user", "content": format!("question {turn} of conversation {conversation}")}));
             let body = json!({"model": "m", "messages": messages, "max_tokens": 2});
             // Alternate connections, hence workers, between consecutive turns.
             let reply = post(&clients[turn % 2], &stack, &body).await;
@@ -76,7 +85,9 @@ async fn a_burst_of_identical_requests_spreads_over_the_pool() {
             let client = reqwest::Client::new();
             let url = format!("{}/v1/chat/completions", stack.gateway_url);
             let body = body.clone();
-            tokio::spawn(async move { infergate_e2e::client::read_reply(client.post(url).json(&body).send().await.unwrap()).await })
+            tokio::spawn(async move {
+                infergate_e2e::client::read_reply(client.post(url).json(&body).send().await.unwrap()).await
+            })
         })
         .collect();
     let mut per_pod: HashMap<String, usize> = HashMap::new();
@@ -92,13 +103,12 @@ async fn a_burst_of_identical_requests_spreads_over_the_pool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lora_request_lands_where_its_adapter_is_resident() {
-    let spec = StackSpec {
-        models: vec![("m", "a", None), ("sql-lora", "a", Some("sql-lora"))],
-        ..StackSpec::default()
-    };
+    let spec =
+        StackSpec { models: vec![("m", "a", None), ("sql-lora", "a", Some("sql-lora"))], ..StackSpec::default() };
     let stack = Stack::start(spec).await;
     let pods = stack.fleet.pods.clone();
-    let pin = |running: &[&str]| json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.2, "running_lora_adapters": running});
+    let pin =
+        |running: &[&str]| json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.2, "running_lora_adapters": running});
     // TINY pods have 2 LoRA slots: pods 0 and 3 are full, 1 has room, 2 runs the adapter.
     stack.pin_json(pods[0], pin(&["a", "b"])).await;
     stack.pin_json(pods[1], pin(&[])).await;
@@ -107,7 +117,11 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
     let resident = pods[2].to_string();
     stack
         .wait_until("the adapter lists to reach the router", Duration::from_secs(3), || async {
-            stack.chat("sql-lora", 1).await.header("x-infergate-decision").is_some_and(|d| d.contains("adapter=Running"))
+            stack
+                .chat("sql-lora", 1)
+                .await
+                .header("x-infergate-decision")
+                .is_some_and(|d| d.contains("adapter=Running"))
         })
         .await;
     for _ in 0..20 {
@@ -115,7 +129,12 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
         assert_eq!(reply.served_by(), Some(resident.as_str()), "{:?}", reply.header("x-infergate-decision"));
     }
     // With the resident pod gone, the pod with a free slot beats the ones that must evict.
-    stack.pin_json(pods[2], json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.99, "running_lora_adapters": ["sql-lora"]})).await;
+    stack
+        .pin_json(
+            pods[2],
+            json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.99, "running_lora_adapters": ["sql-lora"]}),
+        )
+        .await;
     let free = pods[1].to_string();
     stack
         .wait_until("routing to move to the free slot", Duration::from_secs(3), || async {

@@ -5,6 +5,7 @@ mod vllm;
 use infergate_core::config::Engine;
 
 use crate::exposition::{self, Sample};
+use crate::learn::Counters;
 use infergate_core::snapshot::PodSignals;
 
 #[derive(Debug, thiserror::Error)]
@@ -15,12 +16,24 @@ pub enum SignalsError {
     Missing(&'static str),
 }
 
-/// The normalized signals of one pod.
-pub fn signals(engine: Engine, text: &str) -> Result<PodSignals, SignalsError> {
+/// What one scrape of a pod says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scraped {
+    pub signals: PodSignals,
+    pub counters: Counters,
+}
+
+/// The normalized signals and raw counters of one pod.
+pub fn scrape(engine: Engine, text: &str) -> Result<Scraped, SignalsError> {
     let samples = exposition::parse(text).map_err(|e| SignalsError::Parse(e.to_string()))?;
     match engine {
-        Engine::Vllm => vllm::signals(&samples),
+        Engine::Vllm => vllm::scraped(&samples),
     }
+}
+
+/// The normalized signals of one pod.
+pub fn signals(engine: Engine, text: &str) -> Result<PodSignals, SignalsError> {
+    scrape(engine, text).map(|s| s.signals)
 }
 
 fn finite_values<'a>(samples: &'a [Sample], name: &'a str) -> impl Iterator<Item = f64> + 'a {

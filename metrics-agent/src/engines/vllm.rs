@@ -2,10 +2,28 @@
 
 use infergate_core::snapshot::PodSignals;
 
-use super::{SignalsError, mean, sum};
+use super::{Scraped, SignalsError, mean, sum};
 use crate::exposition::Sample;
+use crate::learn::Counters;
 
-pub(super) fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
+pub(super) fn scraped(samples: &[Sample]) -> Result<Scraped, SignalsError> {
+    Ok(Scraped { signals: signals(samples)?, counters: counters(samples) })
+}
+
+fn counters(samples: &[Sample]) -> Counters {
+    Counters {
+        prompt_tokens: sum(samples, "vllm:prompt_tokens_total"),
+        cached_tokens: sum(samples, "vllm:prefix_cache_hits_total"),
+        prefill_seconds: sum(samples, "vllm:request_prefill_time_seconds_sum"),
+        prefilled_requests: sum(samples, "vllm:request_prefill_time_seconds_count"),
+        itl_seconds: sum(samples, "vllm:inter_token_latency_seconds_sum")
+            .or_else(|| sum(samples, "vllm:time_per_output_token_seconds_sum")),
+        itl_count: sum(samples, "vllm:inter_token_latency_seconds_count")
+            .or_else(|| sum(samples, "vllm:time_per_output_token_seconds_count")),
+    }
+}
+
+fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
     let waiting = sum(scrape, "vllm:num_requests_waiting").ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
     let running = sum(scrape, "vllm:num_requests_running").ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
     let kv_cache_usage = mean(scrape, "vllm:kv_cache_usage_perc")
@@ -40,6 +58,14 @@ mod tests {
 
     const V1: &str = include_str!("../../tests/data/vllm-v1_qwen3-0.6b.txt");
     const V0: &str = include_str!("../../tests/data/vllm-v0_qwen2.5-coder-1.5b.txt");
+
+    #[test]
+    fn real_vllm_v1_sample_counters() {
+        let scraped = crate::engines::scrape(Engine::Vllm, V1).unwrap();
+        assert_eq!(scraped.counters.prompt_tokens, Some(66.0));
+        assert_eq!(scraped.counters.prefilled_requests, Some(2.0));
+        assert_eq!(scraped.counters.itl_count, Some(598.0));
+    }
 
     #[test]
     fn real_vllm_v1_sample() {

@@ -44,6 +44,7 @@ struct Running {
     prefill_left: u32,
     generated: u32,
     last_token_at: f64,
+    admitted_at: f64,
 }
 
 /// Counters and gauges, as the engine's `/metrics` reports them.
@@ -82,6 +83,8 @@ pub struct Engine {
     busy_seconds: f64,
     pub ttft: Histogram,
     pub itl: Histogram,
+    /// Admission to first token (vLLM `request_prefill_time_seconds`).
+    pub prefill: Histogram,
 }
 
 impl Engine {
@@ -100,6 +103,7 @@ impl Engine {
             busy_seconds: 0.0,
             ttft: Histogram::new(&TTFT_BUCKETS),
             itl: Histogram::new(&ITL_BUCKETS),
+            prefill: Histogram::new(&TTFT_BUCKETS),
         }
     }
 
@@ -163,6 +167,7 @@ impl Engine {
                 if run.prefill_left == 0 {
                     run.generated = 1;
                     self.ttft.observe(end - run.request.arrival);
+                    self.prefill.observe(end - run.admitted_at);
                     events.push(EngineEvent::FirstToken { id: run.request.id, at: end });
                 }
             }
@@ -223,6 +228,7 @@ impl Engine {
                 allocation,
                 generated: 0,
                 last_token_at: now,
+                admitted_at: now,
             });
         }
     }

@@ -25,6 +25,7 @@ pub struct Published {
     pub stats: EngineStats,
     pub ttft: Histogram,
     pub itl: Histogram,
+    pub prefill: Histogram,
 }
 
 #[derive(Clone)]
@@ -41,6 +42,7 @@ impl DriverHandle {
             stats: engine.stats(0.0),
             ttft: engine.ttft.clone(),
             itl: engine.itl.clone(),
+            prefill: engine.prefill.clone(),
         }));
         let (submissions, receiver) = mpsc::unbounded_channel();
         tokio::spawn(drive(engine, receiver, Arc::clone(&published), time_scale.max(1e-6)));
@@ -126,6 +128,11 @@ async fn drive(
 
 fn publish(engine: &Engine, published: &Mutex<Published>, now: f64) {
     if let Ok(mut slot) = published.lock() {
-        *slot = Published { stats: engine.stats(now), ttft: engine.ttft.clone(), itl: engine.itl.clone() };
+        *slot = Published {
+            stats: engine.stats(now),
+            ttft: engine.ttft.clone(),
+            itl: engine.itl.clone(),
+            prefill: engine.prefill.clone(),
+        };
     }
 }

@@ -128,6 +128,7 @@ impl Pod {
             stats: published.stats,
             ttft: &published.ttft,
             itl: &published.itl,
+            prefill: &published.prefill,
             profile: &self.spec.profile,
             dp_size: self.spec.dp_size.max(1),
             now_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),

@@ -29,6 +29,7 @@ pub struct MetricsView<'a> {
     pub stats: EngineStats,
     pub ttft: &'a Histogram,
     pub itl: &'a Histogram,
+    pub prefill: &'a Histogram,
     pub profile: &'a EngineProfile,
     /// Data-parallel ranks: counts are split across `engine="N"` series, usage repeats.
     pub dp_size: u32,

@@ -15,6 +15,7 @@ fn view_text(format: MetricsFormat, dp_size: u32) -> String {
         stats,
         ttft: &engine.ttft,
         itl: &engine.itl,
+        prefill: &engine.prefill,
         profile: engine.profile(),
         dp_size,
         now_s: 1_700_000_000.0,
@@ -41,6 +42,7 @@ fn every_format_parses_and_has_the_routing_signals() {
                 "vllm:prefix_cache_queries_total",
                 "vllm:time_to_first_token_seconds_bucket",
                 "vllm:inter_token_latency_seconds_bucket",
+                "vllm:request_prefill_time_seconds_sum",
             ],
         ),
         (

@@ -67,9 +67,15 @@ pub(super) fn v1(view: &MetricsView<'_>) -> String {
             w.sample(name, labels, total as f64 / dp);
         }
     }
-    let labels = format!("model_name=\"{model}\"");
+    let labels = format!("engine=\"0\",model_name=\"{model}\"");
     w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &labels, view.ttft);
     w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &labels, view.itl);
+    w.histogram(
+        "vllm:request_prefill_time_seconds",
+        "Histogram of time spent in PREFILL phase for request.",
+        &labels,
+        view.prefill,
+    );
     cache_config(&mut w, view, true);
     lora_info(&mut w, view);
     w.finish()

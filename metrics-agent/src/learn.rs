@@ -1,0 +1,139 @@
+//! Learns each pod's speeds from its own counters, as exponentially weighted moving
+//! averages of per-interval deltas (never of lifetime ratios, which stop moving):
+//!
+//! - prefill rate = Δ(prompt tokens − cached tokens) / Δ(prefill time);
+//! - decode step time = Δ(inter-token latency sum) / Δ(inter-token latency count);
+//! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests).
+//!
+//! A counter that goes down means the pod restarted: the deltas start over.
+
+use infergate_core::snapshot::PodSignals;
+
+/// Weight of the newest interval.
+const ALPHA: f64 = 0.2;
+
+/// The cumulative counters an engine exposes, where it has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counters {
+    pub prompt_tokens: Option<f64>,
+    pub cached_tokens: Option<f64>,
+    pub prefill_seconds: Option<f64>,
+    pub prefilled_requests: Option<f64>,
+    pub itl_seconds: Option<f64>,
+    pub itl_count: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Ewma(Option<f64>);
+
+impl Ewma {
+    fn update(&mut self, sample: f64) {
+        if sample.is_finite() && sample > 0.0 {
+            self.0 = Some(self.0.map_or(sample, |v| v + ALPHA * (sample - v)));
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct RateLearner {
+    previous: Option<Counters>,
+    prefill_tokens_per_s: Ewma,
+    decode_step_ms: Ewma,
+    mean_prompt_tokens: Ewma,
+}
+
+fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
+    Some(now? - before?)
+}
+
+impl RateLearner {
+    pub fn observe(&mut self, now: Counters) {
+        let Some(before) = self.previous.replace(now) else { return };
+        let restarted = [
+            delta(now.prompt_tokens, before.prompt_tokens),
+            delta(now.prefill_seconds, before.prefill_seconds),
+            delta(now.itl_count, before.itl_count),
+        ]
+        .iter()
+        .any(|d| d.is_some_and(|d| d < 0.0));
+        if restarted {
+            return;
+        }
+        let uncached = delta(now.prompt_tokens, before.prompt_tokens)
+            .map(|prompt| prompt - delta(now.cached_tokens, before.cached_tokens).unwrap_or(0.0));
+        if let (Some(tokens), Some(seconds)) = (uncached, delta(now.prefill_seconds, before.prefill_seconds)) {
+            if seconds > 0.0 {
+                self.prefill_tokens_per_s.update(tokens / seconds);
+            }
+        }
+        if let (Some(tokens), Some(requests)) = (uncached, delta(now.prefilled_requests, before.prefilled_requests)) {
+            if requests > 0.0 {
+                self.mean_prompt_tokens.update(tokens / requests);
+            }
+        }
+        if let (Some(seconds), Some(count)) =
+            (delta(now.itl_seconds, before.itl_seconds), delta(now.itl_count, before.itl_count))
+        {
+            if count > 0.0 {
+                self.decode_step_ms.update(1000.0 * seconds / count);
+            }
+        }
+    }
+
+    pub fn apply(&self, signals: &mut PodSignals) {
+        signals.prefill_tokens_per_s = self.prefill_tokens_per_s.0;
+        signals.decode_step_ms = self.decode_step_ms.0;
+        signals.mean_prompt_tokens = self.mean_prompt_tokens.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(prompt: f64, cached: f64, prefill_s: f64, requests: f64, itl_s: f64, itl_n: f64) -> Counters {
+        Counters {
+            prompt_tokens: Some(prompt),
+            cached_tokens: Some(cached),
+            prefill_seconds: Some(prefill_s),
+            prefilled_requests: Some(requests),
+            itl_seconds: Some(itl_s),
+            itl_count: Some(itl_n),
+        }
+    }
+
+    #[test]
+    fn rates_come_from_deltas_not_lifetime_totals() {
+        let mut learner = RateLearner::default();
+        learner.observe(counters(1_000_000.0, 0.0, 1000.0, 100.0, 100.0, 10_000.0));
+        // Next interval: 20,000 tokens (5,000 cached) in 1.5 s over 10 requests; 100 steps in 2 s.
+        learner.observe(counters(1_020_000.0, 5_000.0, 1001.5, 110.0, 102.0, 10_100.0));
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.prefill_tokens_per_s, Some(10_000.0));
+        assert_eq!(s.mean_prompt_tokens, Some(1_500.0));
+        assert!((s.decode_step_ms.unwrap() - 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_restart_does_not_produce_a_sample() {
+        let mut learner = RateLearner::default();
+        learner.observe(counters(1000.0, 0.0, 1.0, 10.0, 1.0, 100.0));
+        learner.observe(counters(10.0, 0.0, 0.1, 1.0, 0.1, 5.0));
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.prefill_tokens_per_s, None);
+    }
+
+    #[test]
+    fn the_average_moves_gradually() {
+        let mut learner = RateLearner::default();
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0));
+        learner.observe(counters(100.0, 0.0, 0.01, 1.0, 0.01, 1.0));
+        learner.observe(counters(200.0, 0.0, 0.03, 2.0, 0.02, 2.0));
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        // 10,000 then 5,000 tokens/s: 10,000 + 0.2 × (5,000 − 10,000) = 9,000.
+        assert!((s.prefill_tokens_per_s.unwrap() - 9_000.0).abs() < 1e-6);
+    }
+}
