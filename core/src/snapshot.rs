@@ -69,6 +69,9 @@ pub struct PodSignals {
     /// Mean uncached prompt tokens per request, learned likewise.
     #[serde(default)]
     pub mean_prompt_tokens: Option<f64>,
+    /// Requests the pod starts per second, learned likewise.
+    #[serde(default)]
+    pub request_rate_per_s: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,8 @@
 //!
 //! - prefill rate = Δ(prompt tokens − cached tokens) / Δ(prefill time);
 //! - decode step time = Δ(inter-token latency sum) / Δ(inter-token latency count);
-//! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests).
+//! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests);
+//! - request rate = Δ(prefilled requests) / Δ(scrape time).
 //!
 //! A counter that goes down means the pod restarted: the deltas start over.
 
@@ -36,7 +37,8 @@ impl Ewma {
 
 #[derive(Debug, Default)]
 pub struct RateLearner {
-    previous: Option<Counters>,
+    previous: Option<(Counters, f64)>,
+    request_rate_per_s: Ewma,
     prefill_tokens_per_s: Ewma,
     decode_step_ms: Ewma,
     mean_prompt_tokens: Ewma,
@@ -47,8 +49,9 @@ fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
 }
 
 impl RateLearner {
-    pub fn observe(&mut self, now: Counters) {
-        let Some(before) = self.previous.replace(now) else { return };
+    /// `at_s` is when the scrape was taken, in seconds on any fixed clock.
+    pub fn observe(&mut self, now: Counters, at_s: f64) {
+        let Some((before, before_s)) = self.previous.replace((now, at_s)) else { return };
         let restarted = [
             delta(now.prompt_tokens, before.prompt_tokens),
             delta(now.prefill_seconds, before.prefill_seconds),
@@ -66,9 +69,19 @@ impl RateLearner {
                 self.prefill_tokens_per_s.update(tokens / seconds);
             }
         }
-        if let (Some(tokens), Some(requests)) = (uncached, delta(now.prefilled_requests, before.prefilled_requests)) {
+        let requests = delta(now.prefilled_requests, before.prefilled_requests);
+        if let (Some(tokens), Some(requests)) = (uncached, requests) {
             if requests > 0.0 {
                 self.mean_prompt_tokens.update(tokens / requests);
+            }
+        }
+        if let Some(requests) = requests {
+            let elapsed = at_s - before_s;
+            if elapsed > 0.0 {
+                // Zero is a valid rate here: an idle pod's rate decays towards it.
+                let sample = requests / elapsed;
+                self.request_rate_per_s.0 =
+                    Some(self.request_rate_per_s.0.map_or(sample, |v| v + ALPHA * (sample - v)));
             }
         }
         if let (Some(seconds), Some(count)) =
@@ -84,6 +97,7 @@ impl RateLearner {
         signals.prefill_tokens_per_s = self.prefill_tokens_per_s.0;
         signals.decode_step_ms = self.decode_step_ms.0;
         signals.mean_prompt_tokens = self.mean_prompt_tokens.0;
+        signals.request_rate_per_s = self.request_rate_per_s.0;
     }
 }
 
@@ -105,21 +119,22 @@ mod tests {
     #[test]
     fn rates_come_from_deltas_not_lifetime_totals() {
         let mut learner = RateLearner::default();
-        learner.observe(counters(1_000_000.0, 0.0, 1000.0, 100.0, 100.0, 10_000.0));
+        learner.observe(counters(1_000_000.0, 0.0, 1000.0, 100.0, 100.0, 10_000.0), 0.0);
         // Next interval: 20,000 tokens (5,000 cached) in 1.5 s over 10 requests; 100 steps in 2 s.
-        learner.observe(counters(1_020_000.0, 5_000.0, 1001.5, 110.0, 102.0, 10_100.0));
+        learner.observe(counters(1_020_000.0, 5_000.0, 1001.5, 110.0, 102.0, 10_100.0), 2.0);
         let mut s = PodSignals::default();
         learner.apply(&mut s);
         assert_eq!(s.prefill_tokens_per_s, Some(10_000.0));
         assert_eq!(s.mean_prompt_tokens, Some(1_500.0));
         assert!((s.decode_step_ms.unwrap() - 20.0).abs() < 1e-9);
+        assert_eq!(s.request_rate_per_s, Some(5.0), "10 requests over 2 s");
     }
 
     #[test]
     fn a_restart_does_not_produce_a_sample() {
         let mut learner = RateLearner::default();
-        learner.observe(counters(1000.0, 0.0, 1.0, 10.0, 1.0, 100.0));
-        learner.observe(counters(10.0, 0.0, 0.1, 1.0, 0.1, 5.0));
+        learner.observe(counters(1000.0, 0.0, 1.0, 10.0, 1.0, 100.0), 0.0);
+        learner.observe(counters(10.0, 0.0, 0.1, 1.0, 0.1, 5.0), 1.0);
         let mut s = PodSignals::default();
         learner.apply(&mut s);
         assert_eq!(s.prefill_tokens_per_s, None);
@@ -128,9 +143,9 @@ mod tests {
     #[test]
     fn the_average_moves_gradually() {
         let mut learner = RateLearner::default();
-        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0));
-        learner.observe(counters(100.0, 0.0, 0.01, 1.0, 0.01, 1.0));
-        learner.observe(counters(200.0, 0.0, 0.03, 2.0, 0.02, 2.0));
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+        learner.observe(counters(100.0, 0.0, 0.01, 1.0, 0.01, 1.0), 1.0);
+        learner.observe(counters(200.0, 0.0, 0.03, 2.0, 0.02, 2.0), 2.0);
         let mut s = PodSignals::default();
         learner.apply(&mut s);
         // 10,000 then 5,000 tokens/s: 10,000 + 0.2 × (5,000 − 10,000) = 9,000.

@@ -128,7 +128,7 @@ impl FleetScraper {
         let state = match result {
             Ok(Scraped { mut signals, counters }) => {
                 let learner = self.learners.entry(endpoint).or_default();
-                learner.observe(counters);
+                learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
                 if self.failing.remove(&endpoint).is_some() {
                     tracing::info!(pod = %endpoint, "scrape recovered");

@@ -58,6 +58,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         endpoint: pod.address,
         waiting: f64::from(in_flight),
         running: f64::from(in_flight),
+        pending_prefill_tokens: inputs.ledger.pending_prefill(pod.address) as f64,
         kv_cache_usage: None,
         adapter: AdapterState::Unknown,
         matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
@@ -67,6 +68,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
             prefill_tokens_per_s: signals.prefill_tokens_per_s,
             decode_step_ms: signals.decode_step_ms,
             mean_prompt_tokens: signals.mean_prompt_tokens,
+            request_rate_per_s: signals.request_rate_per_s,
         },
         has_metrics: true,
     };
@@ -93,6 +95,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         endpoint,
         waiting: in_flight,
         running: in_flight,
+        pending_prefill_tokens: inputs.ledger.pending_prefill(endpoint) as f64,
         kv_cache_usage: None,
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
         matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),

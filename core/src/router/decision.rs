@@ -64,12 +64,13 @@ impl PodReport {
     fn describe(&self, out: &mut String) {
         let _ = write!(
             out,
-            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
+            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
             self.endpoint,
-            self.ttft.total_ms,
+            self.ttft.ttft_ms,
             self.ttft.queue_ms,
             self.ttft.prefill_ms,
             self.ttft.adapter_ms,
+            self.ttft.impact_ms,
             self.waiting,
             self.running,
             self.kv_cache_usage.map_or_else(|| "?".to_string(), |kv| format!("{kv:.2}")),
@@ -94,6 +95,9 @@ pub struct Decision {
     pub spilled: bool,
     /// The prompt's block hashes, to record once the pod has prefilled them.
     pub prefix_hashes: Vec<u64>,
+    /// Uncached prompt tokens counted as pending prefill on the chosen pod until
+    /// [`super::Router::prefill_done`].
+    pub pending_prefill_tokens: u64,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,
 }

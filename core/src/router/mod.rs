@@ -132,7 +132,10 @@ impl Router {
         let chosen = report(first).ok_or_else(|| ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s))?;
         let runner_up = ranked.get(1).and_then(|&i| report(i));
         let best_match = candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0);
+        let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
+        let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
         ledger.add(chosen.endpoint, 1);
+        ledger.add_pending_prefill(chosen.endpoint, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
         Ok(Decision {
             pool: pool.name.clone(),
             model: model.name.clone(),
@@ -142,9 +145,16 @@ impl Router {
             scoring: settings.scoring,
             spilled: best_match > chosen.matched_blocks,
             prefix_hashes: hashes,
+            pending_prefill_tokens,
             chosen,
             runner_up,
         })
+    }
+
+    /// The request's first token came back (or it failed before one): its prefill no
+    /// longer waits on the pod it was counted on.
+    pub fn prefill_done(&mut self, counted_on: Endpoint, pending_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
+        ledger.add_pending_prefill(counted_on, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
     }
 
     /// The chosen pod started answering: its prefill is done, so it holds the prompt's

@@ -149,6 +149,13 @@ fn no_ready_pod_is_503_with_retry_after() {
 }
 
 #[test]
+fn an_empty_pool_in_the_snapshot_is_503() {
+    let (mut router, mut ledger) = router_with(Vec::new());
+    let err = router.route(&request("base"), 1_000, &mut ledger).unwrap_err();
+    assert_eq!(err.code, "no_ready_endpoint");
+}
+
+#[test]
 fn pods_over_the_kv_threshold_are_skipped_unless_all_are() {
     let (mut router, mut ledger) = router_with(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.5, 1_000)]);
     let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();

@@ -44,6 +44,7 @@ pub struct LearnedRates {
     pub prefill_tokens_per_s: Option<f64>,
     pub decode_step_ms: Option<f64>,
     pub mean_prompt_tokens: Option<f64>,
+    pub request_rate_per_s: Option<f64>,
 }
 
 /// What the router believes about one pod at decision time.
@@ -54,6 +55,8 @@ pub struct Candidate {
     /// its signals are stale, its in-flight count.
     pub waiting: f64,
     pub running: f64,
+    /// Uncached prompt tokens this gateway sent that have not had their first token.
+    pub pending_prefill_tokens: f64,
     /// KV-cache use in 0..=1; `None` when stale or missing.
     pub kv_cache_usage: Option<f64>,
     pub adapter: AdapterState,
@@ -121,6 +124,7 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
         endpoint: Endpoint::new(std::net::SocketAddr::from(([10, 0, 0, 1], port))),
         waiting,
         running,
+        pending_prefill_tokens: 0.0,
         kv_cache_usage: kv,
         adapter: AdapterState::NotNeeded,
         matched_blocks: 0,

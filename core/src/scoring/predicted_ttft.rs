@@ -2,15 +2,27 @@
 //! milliseconds, from the pod's own learned speeds.
 //!
 //! ```text
-//! prefill_work = waiting × mean_prompt_tokens + (prompt_tokens − cached_tokens)
+//! ahead        = max(waiting × mean_prompt_tokens, pending_prefill_tokens)
+//! prefill_work = ahead + (prompt_tokens − cached_tokens)
 //! steps        = ⌈prefill_work / step_token_budget⌉
 //! ttft_ms      = 1000 × prefill_work / prefill_tokens_per_s + steps × decode_step_ms
 //!              + adapter_load_ms + unknown_pod_penalty_ms
+//! impact_ms    = 1000 × request_rate × own_prefill_s²
+//! cost_ms      = ttft_ms + impact_ms
 //! ```
 //!
-//! The queue's prefill is ahead of ours (FCFS), and each engine step that carries a
+//! The prefill work ahead of ours (FCFS) is what the pod reports waiting, or, when more,
+//! the uncached tokens this gateway sent that have not had their first token yet: a
+//! request the scrape shows as running may still be prefilling. Each engine step that carries a
 //! chunk of it also decodes the running batch, whose cost the measured step time
-//! includes. A prefix match shortens only our own prefill. The throughput profile adds
+//! includes. A prefix match shortens only our own prefill.
+//!
+//! `impact_ms` is the delay our prefill imposes on the others: the requests expected to
+//! reach that pod while it runs (`request_rate × own_prefill_s`) each wait about
+//! `own_prefill_s` longer. It is negligible at light load, and under load it is what
+//! keeps a cold re-prefill (and the second copy of a prefix it creates, which evicts
+//! other prefixes) from looking cheaper than a short wait on the pod that holds it.
+//! The throughput profile adds
 //! the decode of our expected output, `output_tokens × decode_step_ms`, so that batch
 //! work goes where it finishes first.
 
@@ -25,6 +37,11 @@ pub struct TtftBreakdown {
     pub adapter_ms: f64,
     pub decode_ms: f64,
     pub penalty_ms: f64,
+    /// Delay imposed on the pod's other requests (not part of this request's TTFT).
+    pub impact_ms: f64,
+    /// This request's predicted time to first token.
+    pub ttft_ms: f64,
+    /// What the ranking minimizes: `ttft_ms + impact_ms (+ decode_ms)`.
     pub total_ms: f64,
 }
 
@@ -39,7 +56,8 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let waiting = if c.waiting.is_finite() { c.waiting.max(0.0) } else { f64::MAX / 4.0 };
     let cached = (c.matched_blocks as f64 * shape.tokens_per_block).min((shape.prompt_tokens - 1.0).max(0.0));
     let own = (shape.prompt_tokens - cached).max(1.0);
-    let ahead = waiting * mean_prompt;
+    let pending = if c.pending_prefill_tokens.is_finite() { c.pending_prefill_tokens.max(0.0) } else { 0.0 };
+    let ahead = (waiting * mean_prompt).max(pending);
     let steps = ((ahead + own) / defaults.step_token_budget).ceil().max(1.0);
     let queue_ms = 1000.0 * ahead / rate;
     let prefill_ms = 1000.0 * own / rate + steps * step_ms;
@@ -54,13 +72,19 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         Profile::Throughput => shape.output_tokens * step_ms,
     };
     let penalty_ms = if c.has_metrics { 0.0 } else { defaults.unknown_pod_penalty_ms };
+    let own_prefill_s = own / rate;
+    let arrivals = c.learned.request_rate_per_s.filter(|r| r.is_finite() && *r > 0.0).unwrap_or(0.0);
+    let impact_ms = 1000.0 * arrivals * own_prefill_s * own_prefill_s;
+    let ttft_ms = queue_ms + prefill_ms + adapter_ms + penalty_ms;
     TtftBreakdown {
         queue_ms,
         prefill_ms,
         adapter_ms,
         decode_ms,
         penalty_ms,
-        total_ms: queue_ms + prefill_ms + adapter_ms + decode_ms + penalty_ms,
+        impact_ms,
+        ttft_ms,
+        total_ms: ttft_ms + impact_ms + decode_ms,
     }
 }
 
@@ -90,6 +114,14 @@ mod tests {
         let queued = candidate(2, 4.0, 0.0, None);
         // 4 × 512 tokens ahead at 10,000 tokens/s = 204.8 ms more.
         assert!((cost(&queued, 1000.0) - cost(&idle, 1000.0) - 204.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn prefill_still_pending_counts_even_when_the_scrape_shows_no_queue() {
+        let idle = candidate(1, 0.0, 1.0, None);
+        let mut busy = candidate(2, 0.0, 1.0, None);
+        busy.pending_prefill_tokens = 7_000.0;
+        assert!((cost(&busy, 1000.0) - cost(&idle, 1000.0) - 700.0).abs() < 1e-6);
     }
 
     #[test]
@@ -137,6 +169,22 @@ mod tests {
         let latency = predicted_ttft(&c, &shape(100.0), &CostDefaults::default(), Profile::Latency);
         let throughput = predicted_ttft(&c, &shape(100.0), &CostDefaults::default(), Profile::Throughput);
         assert!((throughput.total_ms - latency.total_ms - 100.0 * 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn under_load_a_cold_prefill_costs_the_others_more_than_a_short_wait() {
+        let mut owner = candidate(1, 0.0, 0.0, None);
+        owner.pending_prefill_tokens = 8_000.0;
+        owner.matched_blocks = 375; // 6,000 of 7,200 tokens cached
+        owner.total_blocks = 450;
+        let cold = candidate(2, 0.0, 0.0, None);
+        assert!(cost(&cold, 7_200.0) < cost(&owner, 7_200.0), "idle fleet: re-prefill elsewhere");
+        for c in [&mut owner] {
+            c.learned.request_rate_per_s = Some(8.0);
+        }
+        let mut busy_cold = cold;
+        busy_cold.learned.request_rate_per_s = Some(8.0);
+        assert!(cost(&owner, 7_200.0) < cost(&busy_cold, 7_200.0), "8 req/s: stay with the prefix");
     }
 
     #[test]

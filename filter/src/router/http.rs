@@ -29,6 +29,8 @@ struct Routed {
     counted_on: Endpoint,
     /// The prompt's block hashes, recorded once a pod answers.
     hashes: Vec<u64>,
+    /// Pending prefill tokens counted on `counted_on`, until the first answer.
+    pending_prefill_tokens: Option<u64>,
     explanation: Option<String>,
 }
 
@@ -91,8 +93,12 @@ impl RouterHttp {
         }
         let explanation = self.shared.explain.then(|| decision.explain());
         log::debug!("infergate router: {}", decision.explain());
-        self.routed =
-            Some(Routed { counted_on: decision.chosen.endpoint, hashes: decision.prefix_hashes, explanation });
+        self.routed = Some(Routed {
+            counted_on: decision.chosen.endpoint,
+            hashes: decision.prefix_hashes,
+            pending_prefill_tokens: Some(decision.pending_prefill_tokens),
+            explanation,
+        });
     }
 }
 
@@ -154,6 +160,11 @@ impl HttpContext for RouterHttp {
 
     fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let Some(routed) = self.routed.as_mut() else { return Action::Continue };
+        if let Some(tokens) = routed.pending_prefill_tokens.take() {
+            if let Ok(mut router) = self.shared.router.try_borrow_mut() {
+                router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
+            }
+        }
         if let Some(explanation) = &routed.explanation {
             let _ = host::set_response_header(DECISION_HEADER, explanation);
         }
@@ -170,6 +181,10 @@ impl HttpContext for RouterHttp {
     fn on_log(&mut self) {
         if let Some(routed) = self.routed.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
+                // Failed before any answer: the prefill will never report back.
+                if let Some(tokens) = routed.pending_prefill_tokens {
+                    router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
+                }
                 router.release(routed.counted_on, &mut SharedLedger);
             }
         }

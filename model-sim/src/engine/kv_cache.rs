@@ -21,7 +21,7 @@ pub struct Allocation {
     pub hit_blocks: u64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct KvCache {
     capacity: u64,
     blocks: HashMap<u64, CachedBlock>,

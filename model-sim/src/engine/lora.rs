@@ -22,7 +22,7 @@ pub enum Residency {
     NoSlot,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LoraSlots {
     max_loras: usize,
     load_s: f64,
@@ -46,7 +46,7 @@ impl LoraSlots {
                 .slots
                 .iter()
                 .filter(|(_, s)| s.in_use == 0 && s.ready_at <= now)
-                .min_by(|a, b| a.1.last_used.total_cmp(&b.1.last_used))
+                .min_by(|a, b| a.1.last_used.total_cmp(&b.1.last_used).then_with(|| a.0.cmp(b.0)))
                 .map(|(name, _)| name.clone());
             match victim {
                 Some(name) => {

@@ -37,7 +37,7 @@ pub struct Step {
     pub events: Vec<EngineEvent>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Running {
     request: SimRequest,
     allocation: Allocation,
@@ -68,7 +68,7 @@ pub struct EngineStats {
     pub busy_seconds: f64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Engine {
     profile: EngineProfile,
     kv: KvCache,
@@ -127,6 +127,54 @@ impl Engine {
 
     pub fn lora(&self) -> &LoraSlots {
         &self.lora
+    }
+
+    /// Blocks of requests still to prefill (waiting or mid-prefill) and of requests
+    /// decoding: what a KV-aware router such as Dynamo's tracks per worker.
+    pub fn load_blocks(&self) -> (u64, u64) {
+        let block = u64::from(self.profile.block_size.max(1));
+        let waiting: u64 = self.waiting.iter().map(|r| u64::from(r.prompt_tokens).div_ceil(block)).sum();
+        let mut prefill = waiting;
+        let mut decode = 0;
+        for run in &self.running {
+            let blocks = (u64::from(run.request.prompt_tokens) + u64::from(run.generated)).div_ceil(block);
+            if run.prefill_left > 0 {
+                prefill += blocks;
+            } else {
+                decode += blocks;
+            }
+        }
+        (prefill, decode)
+    }
+
+    /// Requests waiting plus running.
+    pub fn load(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    /// The exact time to first token `request` would see here if no other request
+    /// arrived: a copy of this engine runs forward until it emits that token.
+    pub fn time_to_first_token(&self, request: SimRequest, now: f64) -> f64 {
+        let id = request.id;
+        let arrival = request.arrival;
+        let mut engine = self.clone();
+        engine.submit(request);
+        let mut t = now;
+        for _ in 0..1_000_000 {
+            match engine.step(t) {
+                Some(step) => {
+                    t += step.duration;
+                    if step.events.iter().any(|e| matches!(e, EngineEvent::FirstToken { id: i, .. } if *i == id)) {
+                        return t - arrival;
+                    }
+                }
+                None => match engine.wake_at(t) {
+                    Some(wake) => t = wake,
+                    None => break,
+                },
+            }
+        }
+        f64::INFINITY
     }
 
     /// Runs one step starting at `now`. `None` when nothing can run: the engine is idle,

@@ -1,0 +1,180 @@
+//! The discrete-event simulation of one scenario under one policy, in virtual time.
+//! Pods step independently (each step's end is an event); arrivals, conversation
+//! follow-ups and the agent's scrapes are events too. Same scenario, same policy, same
+//! seed: the same result, byte for byte.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use infergate_model_sim::engine::{Engine, EngineEvent, SimRequest};
+
+use crate::fleet::{FleetConfig, SCRAPE_INTERVAL_S, Scraper};
+use crate::policies::{PickContext, Policy};
+use crate::request::Arrival;
+use crate::results::{RequestOutcome, RunResult};
+use crate::workloads::Scenario;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Event {
+    Arrival(usize),
+    StepEnd(usize),
+    Wake(usize),
+    Scrape,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Scheduled {
+    at: f64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Earliest first in a max-heap: reversed time, then insertion order.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.at.total_cmp(&self.at).then(other.seq.cmp(&self.seq))
+    }
+}
+
+struct Queue {
+    heap: BinaryHeap<Scheduled>,
+    seq: u64,
+}
+
+impl Queue {
+    fn push(&mut self, at: f64, event: Event) {
+        self.seq += 1;
+        self.heap.push(Scheduled { at, seq: self.seq, event });
+    }
+}
+
+/// Gives up on requests still unfinished this long after arrivals stop.
+const DRAIN_LIMIT_S: f64 = 600.0;
+
+pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
+    let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
+    let mut engines: Vec<Engine> = (0..scenario.pods).map(|_| Engine::new(scenario.profile)).collect();
+    let mut stepping = vec![false; scenario.pods];
+    let mut pending_steps: Vec<Vec<EngineEvent>> = vec![Vec::new(); scenario.pods];
+    let mut in_flight = vec![0u32; scenario.pods];
+    let mut scraper = Scraper::new(scenario.pods);
+    let mut scrape = scraper.scrape(&engines, &fleet, 0.0);
+    policy.on_scrape(&scrape, 0.0);
+
+    let mut outcomes: Vec<RequestOutcome> = vec![RequestOutcome::default(); scenario.requests.len()];
+    let mut followers: HashMap<usize, Vec<(usize, f64)>> = HashMap::new();
+    let mut queue = Queue { heap: BinaryHeap::new(), seq: 0 };
+    for (i, request) in scenario.requests.iter().enumerate() {
+        match request.arrival {
+            Arrival::At(t) => queue.push(t, Event::Arrival(i)),
+            Arrival::After { previous, think_s } => followers.entry(previous).or_default().push((i, think_s)),
+        }
+    }
+    queue.push(SCRAPE_INTERVAL_S, Event::Scrape);
+    let deadline = scenario.duration_s + DRAIN_LIMIT_S;
+    let mut remaining = scenario.requests.len();
+
+    while let Some(Scheduled { at: now, event, .. }) = queue.heap.pop() {
+        if now > deadline || remaining == 0 {
+            break;
+        }
+        match event {
+            Event::Scrape => {
+                scrape = scraper.scrape(&engines, &fleet, now);
+                policy.on_scrape(&scrape, now);
+                queue.push(now + SCRAPE_INTERVAL_S, Event::Scrape);
+            }
+            Event::Arrival(id) => {
+                let request = &scenario.requests[id];
+                let pod = policy.pick(&PickContext {
+                    id,
+                    request,
+                    now,
+                    engines: &engines,
+                    scrape: &scrape,
+                    in_flight: &in_flight,
+                });
+                let pod = pod.min(scenario.pods - 1);
+                outcomes[id].arrival = now;
+                outcomes[id].pod = pod;
+                outcomes[id].output_tokens = request.output_tokens;
+                in_flight[pod] += 1;
+                let block_size = engines[pod].profile().block_size;
+                engines[pod].submit(SimRequest::from_text(
+                    id as u64,
+                    now,
+                    &request.prompt,
+                    request.output_tokens,
+                    request.adapter.clone(),
+                    block_size,
+                ));
+                if !stepping[pod] {
+                    start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
+                }
+            }
+            Event::Wake(pod) => {
+                if !stepping[pod] {
+                    start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
+                }
+            }
+            Event::StepEnd(pod) => {
+                stepping[pod] = false;
+                for event in std::mem::take(&mut pending_steps[pod]) {
+                    match event {
+                        EngineEvent::FirstToken { id, at } => {
+                            let id = id as usize;
+                            outcomes[id].first_token = Some(at);
+                            policy.on_first_token(id, pod, &scenario.requests[id]);
+                        }
+                        EngineEvent::Finished { id, at } => {
+                            let id = id as usize;
+                            outcomes[id].finished = Some(at);
+                            in_flight[pod] = in_flight[pod].saturating_sub(1);
+                            remaining -= 1;
+                            policy.on_finish(id, pod);
+                            for &(next, think_s) in followers.get(&id).map(Vec::as_slice).unwrap_or_default() {
+                                queue.push(at + think_s, Event::Arrival(next));
+                            }
+                        }
+                        EngineEvent::Token { .. } => {}
+                    }
+                }
+                start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
+            }
+        }
+    }
+    RunResult::collect(&outcomes, &engines)
+}
+
+fn start_step(
+    engine: &mut Engine,
+    pod: usize,
+    now: f64,
+    stepping: &mut [bool],
+    pending: &mut [Vec<EngineEvent>],
+    queue: &mut Queue,
+) {
+    match engine.step(now) {
+        Some(step) => {
+            stepping[pod] = true;
+            pending[pod] = step.events;
+            queue.push(now + step.duration, Event::StepEnd(pod));
+        }
+        None => {
+            if let Some(wake) = engine.wake_at(now) {
+                queue.push(wake, Event::Wake(pod));
+            }
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! infergate's benchmark: the model-sim engine driven in virtual time by each routing
+//! policy — infergate's own router, the very code the Envoy filter runs, beside faithful
+//! re-implementations of the peers' published policies — on the peers' published
+//! workloads, with fixed seeds.
+
+pub mod des;
+pub mod fleet;
+pub mod policies;
+pub mod report;
+pub mod request;
+pub mod results;
+pub mod suite;
+pub mod workloads;

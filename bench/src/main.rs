@@ -1,0 +1,169 @@
+//! `infergate-bench`: runs a suite of workloads under every policy and writes the
+//! results (JSON, Markdown, charts) to a dated folder.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use infergate_bench::policies::{self, POLICIES};
+use infergate_bench::report::{self, PolicyRuns, WorkloadReport};
+use infergate_bench::results::RunResult;
+use infergate_bench::suite::{self, SuiteKind};
+use infergate_bench::workloads::Scenario;
+use infergate_bench::{des, fleet};
+
+/// Discrete-event benchmark: the model-sim engine in virtual time, routed by each
+/// policy (infergate's own router beside the peers' published formulas), on the peers'
+/// published workloads. Fixed seeds: the same command gives byte-identical JSON.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// `quick` takes minutes; `full` runs the full sweeps.
+    #[arg(long, value_enum, default_value_t = SuiteKind::Quick)]
+    suite: SuiteKind,
+    /// Where to write results; default bench/results/<date>-<suite>.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seed of every workload generator and policy.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Only these workloads (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Only these policies (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    policies: Vec<String>,
+    /// Parallel runs.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let workloads: Vec<_> = suite::workloads(args.suite)
+        .into_iter()
+        .filter(|w| args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.name()))
+        .collect();
+    let policy_names: Vec<&str> =
+        POLICIES.iter().copied().filter(|p| args.policies.is_empty() || args.policies.iter().any(|n| n == p)).collect();
+    if workloads.is_empty() || policy_names.is_empty() {
+        eprintln!("error: nothing to run; check --workloads and --policies");
+        return ExitCode::from(2);
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "bench/results/{}-{}",
+            today(),
+            if args.suite == SuiteKind::Quick { "quick" } else { "full" }
+        ))
+    });
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("error: cannot create {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+
+    // Every (workload, step) scenario is generated once and shared by all policies.
+    let mut scenarios: Vec<(usize, usize, Scenario)> = Vec::new();
+    for (w, workload) in workloads.iter().enumerate() {
+        for (s, step) in workload.steps().into_iter().enumerate() {
+            scenarios.push((w, s, workload.scenario(step, args.seed ^ (w as u64) << 32 ^ s as u64)));
+        }
+    }
+    let jobs: Vec<(usize, &str)> =
+        (0..scenarios.len()).flat_map(|i| policy_names.iter().map(move |p| (i, *p))).collect();
+    let bar = ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..args.threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&(scenario_index, policy_name)) = jobs.get(i) else { break };
+                    let (w, _, scenario) = &scenarios[scenario_index];
+                    bar.set_message(format!("{} / {policy_name}", workloads[*w].name()));
+                    let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
+                    let Some(mut policy) = policies::build(policy_name, scenario.pods, args.seed, &fleet) else {
+                        continue;
+                    };
+                    let result = des::run(scenario, policy.as_mut());
+                    if let Ok(mut slots) = results.lock() {
+                        slots[i] = Some(result);
+                    }
+                    bar.inc(1);
+                }
+            });
+        }
+    });
+    bar.finish_with_message("done");
+    let results = results.into_inner().unwrap_or_default();
+
+    let mut reports = Vec::new();
+    for (w, workload) in workloads.iter().enumerate() {
+        let steps = workload.steps();
+        let policies = policy_names
+            .iter()
+            .map(|policy| PolicyRuns {
+                policy: (*policy).to_string(),
+                runs: (0..steps.len())
+                    .filter_map(|s| {
+                        let scenario_index = scenarios.iter().position(|(sw, ss, _)| *sw == w && *ss == s)?;
+                        let job = jobs.iter().position(|(i, p)| *i == scenario_index && p == policy)?;
+                        results.get(job).cloned().flatten()
+                    })
+                    .collect(),
+            })
+            .collect();
+        reports.push(WorkloadReport {
+            workload: workload.name().to_string(),
+            seed: args.seed,
+            qps: steps.iter().map(|s| (s.qps * 1000.0).round() / 1000.0).collect(),
+            policies,
+        });
+    }
+    for report in &reports {
+        let path = out.join(format!("{}.json", report.workload));
+        let json = serde_json::to_string_pretty(report).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, json + "\n") {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let tables = report::markdown(&reports);
+    let targets = report::targets(&reports);
+    let markdown = format!("## Results\n\n{tables}\n## Targets\n\n{targets}");
+    if let Err(e) = std::fs::write(out.join("results.md"), &markdown) {
+        eprintln!("error: cannot write results.md: {e}");
+        return ExitCode::FAILURE;
+    }
+    match report::charts::write_all(&out, &reports) {
+        Ok(charts) => eprintln!("charts: {}", charts.join(", ")),
+        Err(e) => eprintln!("warning: charts not written: {e}"),
+    }
+    println!("{markdown}");
+    eprintln!("results written to {}", out.display());
+    ExitCode::SUCCESS
+}

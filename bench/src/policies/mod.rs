@@ -1,0 +1,105 @@
+//! The routing policies compared, each re-implemented from its published formula and
+//! defaults, plus infergate's own router (the code the filter ships) and an oracle.
+
+mod dynamo_kv;
+mod gie_default;
+mod infergate;
+mod least_request;
+mod llmd_precise;
+mod oracle;
+mod random;
+mod round_robin;
+mod sglang_cache_aware;
+
+use infergate_core::snapshot::PodSignals;
+use infergate_model_sim::engine::Engine;
+
+pub use dynamo_kv::DynamoKv;
+pub use gie_default::GieDefault;
+pub use infergate::Infergate;
+pub use least_request::LeastRequest;
+pub use llmd_precise::LlmdPrecise;
+pub use oracle::Oracle;
+pub use random::Random;
+pub use round_robin::RoundRobin;
+pub use sglang_cache_aware::SglangCacheAware;
+
+use crate::fleet::ScrapeView;
+use crate::request::BenchRequest;
+
+/// Everything a policy may look at when it picks. Which parts it reads is what makes it
+/// realistic: the scraped view is 0–100 ms old; `engines` is the exact state, which only
+/// `oracle` and the KV-event-driven policies (`llmd_precise`, `dynamo_kv`) may use.
+pub struct PickContext<'a> {
+    pub id: usize,
+    pub request: &'a BenchRequest,
+    pub now: f64,
+    pub engines: &'a [Engine],
+    pub scrape: &'a ScrapeView,
+    /// Requests this router sent to each pod and that have not finished.
+    pub in_flight: &'a [u32],
+}
+
+pub trait Policy: Send {
+    fn name(&self) -> &'static str;
+    /// The pod index for the request.
+    fn pick(&mut self, ctx: &PickContext<'_>) -> usize;
+    /// A new scrape of every pod is available.
+    fn on_scrape(&mut self, _scrape: &ScrapeView, _now: f64) {}
+    /// The pod produced the request's first token.
+    fn on_first_token(&mut self, _id: usize, _pod: usize, _request: &BenchRequest) {}
+    /// The request finished on the pod.
+    fn on_finish(&mut self, _id: usize, _pod: usize) {}
+}
+
+/// The names, in report order.
+pub const POLICIES: [&str; 9] = [
+    "round_robin",
+    "random",
+    "least_request",
+    "gie_default",
+    "llmd_precise",
+    "sglang_cache_aware",
+    "dynamo_kv",
+    "infergate",
+    "oracle",
+];
+
+/// Builds a policy by name for a fleet of `pods`.
+pub fn build(name: &str, pods: usize, seed: u64, fleet: &crate::fleet::FleetConfig) -> Option<Box<dyn Policy>> {
+    let policy: Box<dyn Policy> = match name {
+        "round_robin" => Box::new(RoundRobin::default()),
+        "random" => Box::new(Random::new(seed)),
+        "least_request" => Box::new(LeastRequest::new(seed)),
+        "gie_default" => Box::new(GieDefault::new(pods, seed)),
+        "llmd_precise" => Box::new(LlmdPrecise::new(seed)),
+        "sglang_cache_aware" => Box::new(SglangCacheAware::new(pods)),
+        "dynamo_kv" => Box::new(DynamoKv::new(seed)),
+        "infergate" => Box::new(Infergate::new(fleet, seed)),
+        "oracle" => Box::new(Oracle),
+        _ => return None,
+    };
+    Some(policy)
+}
+
+/// Index of the highest value, ties broken at random.
+pub(crate) fn argmax(values: &[f64], rng: &mut fastrand::Rng) -> usize {
+    let best = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let ties: Vec<usize> = values.iter().enumerate().filter(|(_, v)| **v >= best).map(|(i, _)| i).collect();
+    ties.get(rng.usize(..ties.len().max(1))).copied().unwrap_or(0)
+}
+
+/// Min-max queue score of the GIE family: `(max − q) / (max − min)`, 1 when all equal.
+pub(crate) fn min_max_lower_better(values: &[f64]) -> Vec<f64> {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    values.iter().map(|v| if max > min { (max - v) / (max - min) } else { 1.0 }).collect()
+}
+
+/// The scraped signals of pod `i`, or idle defaults before the first scrape.
+pub(crate) fn scraped(scrape: &ScrapeView, i: usize) -> PodSignals {
+    scrape.signals.get(i).cloned().flatten().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

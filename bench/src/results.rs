@@ -1,0 +1,101 @@
+//! What one run measured, per request and for the fleet.
+
+use hdrhistogram::Histogram;
+use infergate_model_sim::engine::Engine;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOutcome {
+    pub arrival: f64,
+    pub first_token: Option<f64>,
+    pub finished: Option<f64>,
+    pub output_tokens: u32,
+    pub pod: usize,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    pub requests: usize,
+    pub failed: usize,
+    pub ttft_ms: Percentiles,
+    pub tpot_p90_ms: f64,
+    pub e2e_p90_ms: f64,
+    pub output_tokens_per_s: f64,
+    pub prefix_hit_rate: f64,
+    pub lora_loads: u64,
+    /// Coefficient of variation of busy time across pods.
+    pub load_imbalance_cv: f64,
+}
+
+/// Microseconds from 1 µs to one hour, three significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant, valid histogram bounds")
+}
+
+fn micros(seconds: f64) -> u64 {
+    (seconds * 1e6).round().clamp(1.0, 3.6e9) as u64
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// Rounds to 0.001 so that JSON output is stable and readable.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl RunResult {
+    pub fn collect(outcomes: &[RequestOutcome], engines: &[Engine]) -> Self {
+        let (mut ttft, mut tpot, mut e2e) = (histogram(), histogram(), histogram());
+        let mut failed = 0;
+        let mut tokens = 0u64;
+        let (mut first, mut last) = (f64::INFINITY, 0.0f64);
+        for o in outcomes {
+            let (Some(ft), Some(done)) = (o.first_token, o.finished) else {
+                failed += 1;
+                continue;
+            };
+            let _ = ttft.record(micros(ft - o.arrival));
+            let _ = e2e.record(micros(done - o.arrival));
+            if o.output_tokens > 1 {
+                let _ = tpot.record(micros((done - ft) / f64::from(o.output_tokens - 1)));
+            }
+            tokens += u64::from(o.output_tokens);
+            first = first.min(o.arrival);
+            last = last.max(done);
+        }
+        let stats: Vec<_> = engines.iter().map(|e| e.stats(last)).collect();
+        let (hits, queries) = stats
+            .iter()
+            .fold((0u64, 0u64), |(h, q), s| (h + s.prefix_cache_hits_total, q + s.prefix_cache_queries_total));
+        let busy: Vec<f64> = stats.iter().map(|s| s.busy_seconds).collect();
+        let mean = busy.iter().sum::<f64>() / busy.len().max(1) as f64;
+        let var = busy.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / busy.len().max(1) as f64;
+        Self {
+            requests: outcomes.len(),
+            failed,
+            ttft_ms: Percentiles {
+                mean: round3(ttft.mean() / 1000.0),
+                p50: round3(ms(&ttft, 0.5)),
+                p90: round3(ms(&ttft, 0.9)),
+                p99: round3(ms(&ttft, 0.99)),
+            },
+            tpot_p90_ms: round3(ms(&tpot, 0.9)),
+            e2e_p90_ms: round3(ms(&e2e, 0.9)),
+            output_tokens_per_s: round3(if last > first { tokens as f64 / (last - first) } else { 0.0 }),
+            prefix_hit_rate: round3(if queries > 0 { hits as f64 / queries as f64 } else { 0.0 }),
+            lora_loads: stats.iter().map(|s| s.lora_loads_total).sum(),
+            load_imbalance_cv: round3(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The workloads, each a named generator with a seed. Where a published benchmark
+//! exists, the parameters are its own (see BENCHMARKS.md for the sources).
+
+mod bursty_chat;
+mod multi_lora;
+mod multi_round_chat;
+mod shared_prefix;
+
+use infergate_model_sim::engine::EngineProfile;
+use serde::Serialize;
+
+pub use bursty_chat::BurstyChat;
+pub use multi_lora::{LoraVariant, MultiLora};
+pub use multi_round_chat::MultiRoundChat;
+pub use shared_prefix::SharedPrefix;
+
+use crate::request::BenchRequest;
+
+/// The base model name every workload serves; adapters are further model names.
+pub const BASE_MODEL: &str = "base";
+
+/// A fleet and a request stream for one load step.
+pub struct Scenario {
+    pub pods: usize,
+    pub profile: EngineProfile,
+    pub adapters: Vec<String>,
+    pub requests: Vec<BenchRequest>,
+    /// Arrivals stop here; the run continues until every request finished.
+    pub duration_s: f64,
+}
+
+/// One point of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoadStep {
+    /// The x-axis value: requests per second offered (or base rate for bursts).
+    pub qps: f64,
+}
+
+pub trait Workload: Sync {
+    fn name(&self) -> &'static str;
+    fn steps(&self) -> Vec<LoadStep>;
+    fn scenario(&self, step: LoadStep, seed: u64) -> Scenario;
+}
+
+/// Poisson arrival times at `qps` over `[start, end)`.
+pub fn poisson(rng: &mut fastrand::Rng, qps: f64, start: f64, end: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut t = start;
+    loop {
+        t += -(1.0 - rng.f64()).ln() / qps.max(1e-9);
+        if t >= end {
+            return out;
+        }
+        out.push(t);
+    }
+}
+
+/// A log-normal sample with the given mean and sigma of the underlying normal.
+pub fn lognormal(rng: &mut fastrand::Rng, mean: f64, sigma: f64) -> f64 {
+    let mu = mean.ln() - sigma * sigma / 2.0;
+    let (u1, u2) = (1.0 - rng.f64(), rng.f64());
+    let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    (mu + sigma * normal).exp()
+}
+
+/// Index drawn with probability proportional to `weights`.
+pub fn weighted_index(rng: &mut fastrand::Rng, weights: &[f64]) -> usize {
+    let total: f64 = weights.iter().sum();
+    let mut x = rng.f64() * total;
+    for (i, w) in weights.iter().enumerate() {
+        if x < *w {
+            return i;
+        }
+        x -= w;
+    }
+    weights.len().saturating_sub(1)
+}
