@@ -85,7 +85,9 @@ fn main() -> ExitCode {
     let mut scenarios: Vec<(usize, usize, Scenario)> = Vec::new();
     for (w, workload) in workloads.iter().enumerate() {
         for (s, step) in workload.steps().into_iter().enumerate() {
-            scenarios.push((w, s, workload.scenario(step, args.seed ^ (w as u64) << 32 ^ s as u64)));
+            // Seeded by name, so that filtering workloads does not change their requests.
+            let name_seed = xxhash_rust::xxh64::xxh64(workload.name().as_bytes(), args.seed);
+            scenarios.push((w, s, workload.scenario(step, name_seed ^ s as u64)));
         }
     }
     let jobs: Vec<(usize, &str)> =

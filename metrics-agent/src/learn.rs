@@ -1,7 +1,10 @@
 //! Learns each pod's speeds from its own counters, as exponentially weighted moving
 //! averages of per-interval deltas (never of lifetime ratios, which stop moving):
 //!
-//! - prefill rate = Δ(prompt tokens − cached tokens) / Δ(prefill time);
+//! - prefill rate = Δ(prompt tokens − cached tokens) / min(Δ(prefill time), Δt). The
+//!   prefill times of concurrent requests overlap, so their sum overstates the time the
+//!   engine spent; by Little's law their sum over Δt is the mean number of requests in
+//!   prefill, and when it exceeds one the engine was prefilling all interval long;
 //! - decode step time = Δ(inter-token latency sum) / Δ(inter-token latency count);
 //! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests);
 //! - request rate = Δ(prefilled requests) / Δ(scrape time).
@@ -64,9 +67,11 @@ impl RateLearner {
         }
         let uncached = delta(now.prompt_tokens, before.prompt_tokens)
             .map(|prompt| prompt - delta(now.cached_tokens, before.cached_tokens).unwrap_or(0.0));
+        let elapsed = at_s - before_s;
         if let (Some(tokens), Some(seconds)) = (uncached, delta(now.prefill_seconds, before.prefill_seconds)) {
-            if seconds > 0.0 {
-                self.prefill_tokens_per_s.update(tokens / seconds);
+            let busy = if elapsed > 0.0 { seconds.min(elapsed) } else { seconds };
+            if busy > 0.0 {
+                self.prefill_tokens_per_s.update(tokens / busy);
             }
         }
         let requests = delta(now.prefilled_requests, before.prefilled_requests);
@@ -76,7 +81,6 @@ impl RateLearner {
             }
         }
         if let Some(requests) = requests {
-            let elapsed = at_s - before_s;
             if elapsed > 0.0 {
                 // Zero is a valid rate here: an idle pod's rate decays towards it.
                 let sample = requests / elapsed;
@@ -128,6 +132,17 @@ mod tests {
         assert_eq!(s.mean_prompt_tokens, Some(1_500.0));
         assert!((s.decode_step_ms.unwrap() - 20.0).abs() < 1e-9);
         assert_eq!(s.request_rate_per_s, Some(5.0), "10 requests over 2 s");
+    }
+
+    #[test]
+    fn overlapping_prefills_do_not_shrink_the_rate() {
+        let mut learner = RateLearner::default();
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+        // 8 requests prefilled concurrently: 8 s of summed prefill time within 1 s.
+        learner.observe(counters(16_000.0, 0.0, 8.0, 8.0, 0.0, 0.0), 1.0);
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.prefill_tokens_per_s, Some(16_000.0));
     }
 
     #[test]

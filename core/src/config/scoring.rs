@@ -139,9 +139,6 @@ pub struct CostDefaults {
     /// Uncached prompt tokens of an average queued request.
     #[serde(default = "CostDefaults::default_mean_prompt_tokens")]
     pub mean_prompt_tokens: f64,
-    /// Tokens one engine step may prefill (vLLM `max_num_batched_tokens`).
-    #[serde(default = "CostDefaults::default_step_token_budget")]
-    pub step_token_budget: f64,
     #[serde(default = "CostDefaults::default_lora_load_ms")]
     pub lora_load_ms: f64,
     /// Added to a pod that has not reported metrics yet: usable, but not preferred.
@@ -162,9 +159,6 @@ impl CostDefaults {
     fn default_mean_prompt_tokens() -> f64 {
         512.0
     }
-    fn default_step_token_budget() -> f64 {
-        8192.0
-    }
     fn default_lora_load_ms() -> f64 {
         50.0
     }
@@ -182,7 +176,6 @@ impl Default for CostDefaults {
             prefill_tokens_per_s: Self::default_prefill_tokens_per_s(),
             decode_step_ms: Self::default_decode_step_ms(),
             mean_prompt_tokens: Self::default_mean_prompt_tokens(),
-            step_token_budget: Self::default_step_token_budget(),
             lora_load_ms: Self::default_lora_load_ms(),
             unknown_pod_penalty_ms: Self::default_unknown_pod_penalty_ms(),
             output_tokens: Self::default_output_tokens(),

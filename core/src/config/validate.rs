@@ -38,7 +38,6 @@ pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Resu
         ("prefill_tokens_per_s", c.prefill_tokens_per_s),
         ("decode_step_ms", c.decode_step_ms),
         ("mean_prompt_tokens", c.mean_prompt_tokens),
-        ("step_token_budget", c.step_token_budget),
         ("output_tokens", c.output_tokens),
     ];
     for (name, value) in positive {

@@ -107,6 +107,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
 
 /// vLLM lists the adapters of running and of waiting requests; resident but idle
 /// adapters are not listed, so a free slot is counted from the lists and `max_lora`.
+/// When running requests use every slot, no adapter can be evicted until one finishes.
 fn adapter_state(signals: &PodSignals, adapter: &str) -> AdapterState {
     if signals.running_adapters.iter().any(|a| a == adapter) {
         AdapterState::Running
@@ -114,8 +115,9 @@ fn adapter_state(signals: &PodSignals, adapter: &str) -> AdapterState {
         AdapterState::Waiting
     } else {
         let used = signals.running_adapters.len() + signals.waiting_adapters.len();
-        match signals.max_loras {
-            Some(max) if used < max as usize => AdapterState::FreeSlot,
+        match signals.max_loras.map(|m| m as usize) {
+            Some(max) if signals.running_adapters.len() >= max => AdapterState::Blocked,
+            Some(max) if used < max => AdapterState::FreeSlot,
             Some(_) => AdapterState::MustEvict,
             None => AdapterState::Unknown,
         }

@@ -201,7 +201,7 @@ fn a_lora_request_prefers_the_pod_with_the_adapter_running() {
     let (mut router, mut ledger) = router_with(pods);
     let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
     assert_eq!(d.chosen.endpoint, ep(2));
-    assert_eq!(d.endpoints.last(), Some(&ep(3)), "the pod that must evict ranks last");
+    assert_eq!(d.endpoints.last(), Some(&ep(3)), "the pod whose slots all serve running requests ranks last");
 }
 
 #[test]

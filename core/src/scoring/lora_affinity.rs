@@ -1,5 +1,6 @@
 //! LoRA residency: running 1.0 (resident and in use), waiting 0.8 (being loaded),
-//! free slot 0.6 (a load, no eviction), must evict 0.2 (a load after an eviction). The
+//! free slot 0.6 (a load, no eviction), must evict 0.2 (a load after an eviction),
+//! blocked 0.1 (every slot serves running requests: wait for one to finish). The
 //! last is a cost, not a wall: unlike the peers' hard filter, a pod that must evict
 //! still wins when the others are far busier. Unknown state scores 0.5.
 
@@ -12,6 +13,7 @@ pub(super) fn value(state: AdapterState) -> f64 {
         AdapterState::FreeSlot => 0.6,
         AdapterState::Unknown => 0.5,
         AdapterState::MustEvict => 0.2,
+        AdapterState::Blocked => 0.1,
     }
 }
 
@@ -27,7 +29,13 @@ mod tests {
 
     #[test]
     fn residency_orders_the_scores() {
-        let order = [AdapterState::Running, AdapterState::Waiting, AdapterState::FreeSlot, AdapterState::MustEvict];
+        let order = [
+            AdapterState::Running,
+            AdapterState::Waiting,
+            AdapterState::FreeSlot,
+            AdapterState::MustEvict,
+            AdapterState::Blocked,
+        ];
         let values: Vec<f64> = order.iter().map(|s| value(*s)).collect();
         assert!(values.windows(2).all(|w| w[0] > w[1]), "{values:?}");
         assert!(value(AdapterState::MustEvict) > 0.0, "evicting is a cost, not a filter");

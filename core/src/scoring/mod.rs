@@ -34,6 +34,9 @@ pub enum AdapterState {
     FreeSlot,
     /// Not resident and every slot is taken: a load after an eviction.
     MustEvict,
+    /// Not resident and every slot serves running requests: nothing can be evicted
+    /// until one of them finishes.
+    Blocked,
     /// The pod's adapter lists are stale or missing.
     Unknown,
 }

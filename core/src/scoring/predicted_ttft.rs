@@ -4,22 +4,23 @@
 //! ```text
 //! ahead        = max(waiting × mean_prompt_tokens, pending_prefill_tokens)
 //! prefill_work = ahead + (prompt_tokens − cached_tokens)
-//! steps        = ⌈prefill_work / step_token_budget⌉
-//! ttft_ms      = 1000 × prefill_work / prefill_tokens_per_s + steps × decode_step_ms
+//! ttft_ms      = 1000 × prefill_work / prefill_tokens_per_s + decode_step_ms
 //!              + adapter_load_ms + unknown_pod_penalty_ms
-//! impact_ms    = 1000 × request_rate × own_prefill_s²
+//! utilization  = min(request_rate × mean_prompt_tokens / prefill_tokens_per_s, 0.9)
+//! impact_ms    = 1000 × request_rate × own_prefill_s² / (1 − utilization)
 //! cost_ms      = ttft_ms + impact_ms
 //! ```
 //!
 //! The prefill work ahead of ours (FCFS) is what the pod reports waiting, or, when more,
 //! the uncached tokens this gateway sent that have not had their first token yet: a
-//! request the scrape shows as running may still be prefilling. Each engine step that carries a
-//! chunk of it also decodes the running batch, whose cost the measured step time
-//! includes. A prefix match shortens only our own prefill.
+//! request the scrape shows as running may still be prefilling. The learned prefill
+//! rate is the pod's effective one, with its decoding batch interleaved; our first token
+//! comes one step after our prefill. A prefix match shortens only our own prefill.
 //!
-//! `impact_ms` is the delay our prefill imposes on the others: the requests expected to
-//! reach that pod while it runs (`request_rate × own_prefill_s`) each wait about
-//! `own_prefill_s` longer. It is negligible at light load, and under load it is what
+//! `impact_ms` is the delay our prefill imposes on the others, as in an M/G/1 queue: the
+//! requests that reach the pod before the extra work is absorbed (`request_rate ×
+//! own_prefill_s / (1 − utilization)`) each wait `own_prefill_s` longer. It is
+//! negligible at light load, and under load it is what
 //! keeps a cold re-prefill (and the second copy of a prefix it creates, which evicts
 //! other prefixes) from looking cheaper than a short wait on the pod that holds it.
 //! The throughput profile adds
@@ -58,14 +59,15 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let own = (shape.prompt_tokens - cached).max(1.0);
     let pending = if c.pending_prefill_tokens.is_finite() { c.pending_prefill_tokens.max(0.0) } else { 0.0 };
     let ahead = (waiting * mean_prompt).max(pending);
-    let steps = ((ahead + own) / defaults.step_token_budget).ceil().max(1.0);
     let queue_ms = 1000.0 * ahead / rate;
-    let prefill_ms = 1000.0 * own / rate + steps * step_ms;
+    let prefill_ms = 1000.0 * own / rate + step_ms;
     let adapter_ms = match c.adapter {
         AdapterState::NotNeeded | AdapterState::Running => 0.0,
         AdapterState::Waiting => defaults.lora_load_ms / 2.0,
         AdapterState::FreeSlot | AdapterState::Unknown => defaults.lora_load_ms,
         AdapterState::MustEvict => 2.0 * defaults.lora_load_ms,
+        // A running request must finish first: on average half an answer of decoding.
+        AdapterState::Blocked => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
     };
     let decode_ms = match profile {
         Profile::Latency => 0.0,
@@ -74,7 +76,8 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let penalty_ms = if c.has_metrics { 0.0 } else { defaults.unknown_pod_penalty_ms };
     let own_prefill_s = own / rate;
     let arrivals = c.learned.request_rate_per_s.filter(|r| r.is_finite() && *r > 0.0).unwrap_or(0.0);
-    let impact_ms = 1000.0 * arrivals * own_prefill_s * own_prefill_s;
+    let utilization = (arrivals * mean_prompt / rate).min(0.9);
+    let impact_ms = 1000.0 * arrivals * own_prefill_s * own_prefill_s / (1.0 - utilization);
     let ttft_ms = queue_ms + prefill_ms + adapter_ms + penalty_ms;
     TtftBreakdown {
         queue_ms,
@@ -152,7 +155,13 @@ mod tests {
     fn adapter_state_orders_the_cost_and_learned_rates_win() {
         let mut c = candidate(1, 0.0, 0.0, None);
         let mut last = -1.0;
-        for state in [AdapterState::Running, AdapterState::Waiting, AdapterState::FreeSlot, AdapterState::MustEvict] {
+        for state in [
+            AdapterState::Running,
+            AdapterState::Waiting,
+            AdapterState::FreeSlot,
+            AdapterState::MustEvict,
+            AdapterState::Blocked,
+        ] {
             c.adapter = state;
             let now = cost(&c, 100.0);
             assert!(now > last, "{state:?}");

@@ -216,6 +216,8 @@ impl Engine {
                     run.generated = 1;
                     self.ttft.observe(end - run.request.arrival);
                     self.prefill.observe(end - run.admitted_at);
+                    // Like vLLM, prompt tokens are counted when the prefill completes.
+                    self.prompt_tokens_total += u64::from(run.request.prompt_tokens);
                     events.push(EngineEvent::FirstToken { id: run.request.id, at: end });
                 }
             }
@@ -264,7 +266,6 @@ impl Engine {
             };
             let cached = (allocation.hit_blocks * u64::from(block_size)).min(u64::from(request.prompt_tokens) - 1);
             let cached = u32::try_from(cached).unwrap_or(0);
-            self.prompt_tokens_total += u64::from(request.prompt_tokens);
             self.prefix_queries += u64::from(request.prompt_tokens);
             self.prefix_hits += u64::from(cached);
             if let Some(adapter) = &request.adapter {
