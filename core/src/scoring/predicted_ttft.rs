@@ -188,9 +188,7 @@ mod tests {
         owner.total_blocks = 450;
         let cold = candidate(2, 0.0, 0.0, None);
         assert!(cost(&cold, 7_200.0) < cost(&owner, 7_200.0), "idle fleet: re-prefill elsewhere");
-        for c in [&mut owner] {
-            c.learned.request_rate_per_s = Some(8.0);
-        }
+        owner.learned.request_rate_per_s = Some(8.0);
         let mut busy_cold = cold;
         busy_cold.learned.request_rate_per_s = Some(8.0);
         assert!(cost(&owner, 7_200.0) < cost(&busy_cold, 7_200.0), "8 req/s: stay with the prefix");
