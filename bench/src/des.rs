@@ -144,7 +144,11 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
                             remaining -= 1;
                             policy.on_finish(id, pod);
                             for &(next, think_s) in followers.get(&id).map(Vec::as_slice).unwrap_or_default() {
-                                queue.push(at + think_s, Event::Arrival(next));
+                                if at + think_s <= scenario.duration_s {
+                                    queue.push(at + think_s, Event::Arrival(next));
+                                } else {
+                                    remaining -= skip_conversation(next, &followers, &mut outcomes);
+                                }
                             }
                         }
                         EngineEvent::Token { .. } => {}
@@ -155,6 +159,24 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
         }
     }
     RunResult::collect(&outcomes, &engines)
+}
+
+/// Marks a turn that would arrive after the end, and the turns after it, as not sent.
+fn skip_conversation(
+    first: usize,
+    followers: &HashMap<usize, Vec<(usize, f64)>>,
+    outcomes: &mut [RequestOutcome],
+) -> usize {
+    let mut skipped = 0;
+    let mut stack = vec![first];
+    while let Some(id) = stack.pop() {
+        if let Some(o) = outcomes.get_mut(id) {
+            o.not_sent = true;
+        }
+        skipped += 1;
+        stack.extend(followers.get(&id).into_iter().flatten().map(|(next, _)| *next));
+    }
+    skipped
 }
 
 fn start_step(

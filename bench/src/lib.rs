@@ -4,6 +4,7 @@
 //! workloads, with fixed seeds.
 
 pub mod des;
+pub mod e2e;
 pub mod fleet;
 pub mod policies;
 pub mod report;

@@ -39,6 +39,13 @@ struct Args {
     /// Parallel runs.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Skip part 2, the end-to-end run through real Envoy.
+    #[arg(long)]
+    skip_e2e: bool,
+    /// Part 2 runs the simulated pods this many times slower than the engine model (and
+    /// stretches arrivals alike), to leave CPU for Envoy and the load generator.
+    #[arg(long, default_value_t = 1.0)]
+    e2e_time_scale: f64,
 }
 
 fn today() -> String {
@@ -55,6 +62,43 @@ fn today() -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Part 2: the scaled-down bursty chat through real Envoy, beside the discrete-event
+/// prediction for the very same requests.
+fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
+    use infergate_bench::e2e;
+    use infergate_bench::report::e2e::{E2eRow, e2e_markdown};
+    use infergate_bench::workloads::Workload;
+
+    let workload = suite::e2e_workload();
+    let step = workload.steps()[0];
+    let seed = xxhash_rust::xxh64::xxh64(b"bursty-chat-e2e", args.seed);
+    let scenario = std::sync::Arc::new(workload.scenario(step, seed));
+    let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let bar = ProgressBar::new(e2e::POLICIES.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} end-to-end runs through Envoy {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    for (name, policy) in e2e::POLICIES {
+        bar.set_message(name);
+        let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
+        let predicted = des::run(&scenario, des_policy.as_mut());
+        let measured = runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale));
+        rows.push(E2eRow { policy: name.to_string(), predicted, measured });
+        bar.inc(1);
+    }
+    bar.finish_with_message("done");
+    let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("e2e-bursty-chat.json"), json + "\n").map_err(|e| e.to_string())?;
+    Ok(e2e_markdown(&rows, scenario.requests.len(), args.e2e_time_scale))
 }
 
 fn main() -> ExitCode {
@@ -156,7 +200,16 @@ fn main() -> ExitCode {
     }
     let tables = report::markdown(&reports);
     let targets = report::targets(&reports);
-    let markdown = format!("## Results\n\n{tables}\n## Targets\n\n{targets}");
+    let mut markdown = format!("## Results\n\n{tables}\n## Targets\n\n{targets}");
+    if !args.skip_e2e {
+        match end_to_end(&args, &out) {
+            Ok(section) => markdown.push_str(&section),
+            Err(e) => {
+                eprintln!("error: part 2 failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if let Err(e) = std::fs::write(out.join("results.md"), &markdown) {
         eprintln!("error: cannot write results.md: {e}");
         return ExitCode::FAILURE;

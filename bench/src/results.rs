@@ -11,6 +11,8 @@ pub struct RequestOutcome {
     pub finished: Option<f64>,
     pub output_tokens: u32,
     pub pod: usize,
+    /// A conversation turn that would have arrived after the end: not sent, not counted.
+    pub not_sent: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -55,12 +57,18 @@ fn round3(x: f64) -> f64 {
 }
 
 impl RunResult {
+    /// Client-side measurements only (the fleet's counters are not read).
+    pub fn from_outcomes(outcomes: &[RequestOutcome]) -> Self {
+        Self::collect(outcomes, &[])
+    }
+
     pub fn collect(outcomes: &[RequestOutcome], engines: &[Engine]) -> Self {
         let (mut ttft, mut tpot, mut e2e) = (histogram(), histogram(), histogram());
         let mut failed = 0;
         let mut tokens = 0u64;
         let (mut first, mut last) = (f64::INFINITY, 0.0f64);
-        for o in outcomes {
+        let sent: Vec<&RequestOutcome> = outcomes.iter().filter(|o| !o.not_sent).collect();
+        for o in sent.iter().copied() {
             let (Some(ft), Some(done)) = (o.first_token, o.finished) else {
                 failed += 1;
                 continue;
@@ -82,7 +90,7 @@ impl RunResult {
         let mean = busy.iter().sum::<f64>() / busy.len().max(1) as f64;
         let var = busy.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / busy.len().max(1) as f64;
         Self {
-            requests: outcomes.len(),
+            requests: sent.len(),
             failed,
             ttft_ms: Percentiles {
                 mean: round3(ttft.mean() / 1000.0),

@@ -27,11 +27,7 @@ pub fn workloads(kind: SuiteKind) -> Vec<Box<dyn Workload>> {
                 duration_s: 15.0,
             }),
             Box::new(MultiRoundChat { users: 64, rounds: 10, qps_steps: vec![10.0, 30.0, 60.0] }),
-            Box::new(BurstyChat {
-                capacity_conversations_per_s: BURSTY_CAPACITY,
-                duration_s: 120.0,
-                base_loads: vec![0.6],
-            }),
+            Box::new(BurstyChat::published(BURSTY_CAPACITY, 120.0, vec![0.6])),
         ],
         SuiteKind::Full => vec![
             Box::new(SharedPrefix::published(vec![3.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0], 60.0)),
@@ -46,11 +42,20 @@ pub fn workloads(kind: SuiteKind) -> Vec<Box<dyn Workload>> {
                 duration_s: 60.0,
             }),
             Box::new(MultiRoundChat { users: 320, rounds: 10, qps_steps: vec![10.0, 20.0, 40.0, 60.0, 80.0] }),
-            Box::new(BurstyChat {
-                capacity_conversations_per_s: BURSTY_CAPACITY,
-                duration_s: 600.0,
-                base_loads: vec![0.4, 0.6, 0.8],
-            }),
+            Box::new(BurstyChat::published(BURSTY_CAPACITY, 600.0, vec![0.4, 0.6, 0.8])),
         ],
+    }
+}
+
+/// Part 2: `bursty-chat` scaled down for the HTTP fleet behind real Envoy — 4 pods at
+/// the same 60% base load, bursts of 5 s every 15 s, 30 s of simulated time.
+pub fn e2e_workload() -> BurstyChat {
+    BurstyChat {
+        pods: 4,
+        capacity_conversations_per_s: BURSTY_CAPACITY / 2.0,
+        duration_s: 30.0,
+        base_loads: vec![0.6],
+        period_s: 15.0,
+        burst_s: 5.0,
     }
 }

@@ -23,7 +23,7 @@ fn a_seed_gives_byte_identical_results() {
     assert_eq!(first, results_json(&chat, LoadStep { qps: 8.0 }, 7));
     assert_ne!(first, results_json(&chat, LoadStep { qps: 8.0 }, 8), "another seed, another run");
 
-    let bursty = BurstyChat { capacity_conversations_per_s: 2.0, duration_s: 4.0, base_loads: vec![0.6] };
+    let bursty = BurstyChat::published(2.0, 4.0, vec![0.6]);
     let step = bursty.steps()[0];
     assert_eq!(results_json(&bursty, step, 3), results_json(&bursty, step, 3));
 }

@@ -14,13 +14,13 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub async fn start(count: usize, profile: EngineProfile) -> Self {
+    pub async fn start(count: usize, profile: EngineProfile, time_scale: f64, adapters: &[String]) -> Self {
         let stop = Arc::new(Notify::new());
         let mut pods = Vec::new();
         for _ in 0..count {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
-            let pod = Pod::new(PodSpec::new(address, profile));
+            let pod = Pod::new(PodSpec { time_scale, adapters: adapters.to_vec(), ..PodSpec::new(address, profile) });
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
             pods.push(address);
         }

@@ -11,4 +11,4 @@ pub mod fleet;
 pub mod stack;
 
 pub use client::{Reply, chat_body};
-pub use stack::{Stack, StackSpec};
+pub use stack::{ModelSpec, Stack, StackSpec};

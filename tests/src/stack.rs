@@ -13,7 +13,7 @@ use infergate_core::config::{
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::SNAPSHOT_PATH;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
-use infergate_envoy_config::{RenderOptions, render_bootstrap_yaml};
+use infergate_envoy_config::{RenderOptions, UpstreamPolicy, render_bootstrap_yaml};
 use infergate_model_sim::engine::EngineProfile;
 use serde_json::Value;
 
@@ -29,30 +29,55 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A served model: its name, its pool, and the LoRA adapter it is, if any.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub name: String,
+    pub pool: String,
+    pub adapter: Option<String>,
+}
+
+impl ModelSpec {
+    pub fn base(name: &str, pool: &str) -> Self {
+        Self { name: name.into(), pool: pool.into(), adapter: None }
+    }
+
+    pub fn lora(name: &str, pool: &str, adapter: &str) -> Self {
+        Self { name: name.into(), pool: pool.into(), adapter: Some(adapter.into()) }
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StackSpec {
     /// Pool name and pod count.
     pub pools: Vec<(&'static str, usize)>,
-    /// Model name, pool, optional adapter.
-    pub models: Vec<(&'static str, &'static str, Option<&'static str>)>,
+    pub models: Vec<ModelSpec>,
     pub max_body_bytes: u64,
     pub envoy_concurrency: u32,
     pub profile: EngineProfile,
+    /// The simulated pods' time scale (2.0 runs them at half speed).
+    pub time_scale: f64,
     pub start_agent: bool,
     pub routing: RoutingSettings,
+    /// infergate, or one of Envoy's own policies as a baseline (no filter, no agent).
+    pub upstream_policy: UpstreamPolicy,
+    pub access_log: bool,
 }
 
 impl Default for StackSpec {
     fn default() -> Self {
         Self {
             pools: vec![("a", 4)],
-            models: vec![("m", "a", None)],
+            models: vec![ModelSpec::base("m", "a")],
             max_body_bytes: 256 * 1024,
             envoy_concurrency: 2,
             profile: EngineProfile::TINY,
+            time_scale: 1.0,
             start_agent: true,
             routing: RoutingSettings::default(),
+            upstream_policy: UpstreamPolicy::Infergate,
+            access_log: true,
         }
     }
 }
@@ -94,7 +119,8 @@ fn loopback(port: u16) -> SocketAddr {
 impl Stack {
     pub async fn start(spec: StackSpec) -> Stack {
         let total: usize = spec.pools.iter().map(|(_, n)| n).sum();
-        let fleet = Fleet::start(total, spec.profile).await;
+        let adapters: Vec<String> = spec.models.iter().filter_map(|m| m.adapter.clone()).collect();
+        let fleet = Fleet::start(total, spec.profile, spec.time_scale, &adapters).await;
         let mut pods = fleet.pods.iter().copied();
         let pools = spec
             .pools
@@ -110,11 +136,7 @@ impl Stack {
         let models = spec
             .models
             .iter()
-            .map(|&(name, pool, adapter)| ModelConfig {
-                name: name.to_string(),
-                pool: pool.to_string(),
-                adapter: adapter.map(String::from),
-            })
+            .map(|m| ModelConfig { name: m.name.clone(), pool: m.pool.clone(), adapter: m.adapter.clone() })
             .collect();
         let config = InfergateConfig {
             version: 1,
@@ -144,9 +166,9 @@ impl Stack {
             agent: None,
             dir,
         };
-        stack.write_files();
+        stack.write_files(spec.upstream_policy, spec.access_log);
         stack.start_envoy(spec.envoy_concurrency).await;
-        if spec.start_agent {
+        if spec.start_agent && spec.upstream_policy == UpstreamPolicy::Infergate {
             stack.start_agent().await;
         }
         stack
@@ -156,11 +178,16 @@ impl Stack {
         self.dir.path().join(name)
     }
 
-    fn write_files(&self) {
+    fn write_files(&self, upstream_policy: UpstreamPolicy, access_log: bool) {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
-        let options = RenderOptions { explain: true, ..RenderOptions::new(artifacts::filter_wasm()) };
+        let options = RenderOptions {
+            explain: true,
+            upstream_policy,
+            access_log,
+            ..RenderOptions::new(artifacts::filter_wasm())
+        };
         let bootstrap = render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap");
         std::fs::write(self.path("envoy.yaml"), bootstrap).expect("write envoy.yaml");
     }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use infergate_e2e::{Stack, StackSpec};
+use infergate_e2e::{ModelSpec, Stack, StackSpec};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_go_to_the_pod_the_snapshot_favours_and_follow_when_it_changes() {
@@ -40,7 +40,11 @@ async fn requests_go_to_the_pod_the_snapshot_favours_and_follow_when_it_changes(
 async fn each_model_lands_only_on_its_pool_and_the_model_header_reaches_the_pod() {
     let spec = StackSpec {
         pools: vec![("alpha", 2), ("beta", 2)],
-        models: vec![("llama-8b", "alpha", None), ("sql-lora", "alpha", Some("sql-lora")), ("qwen-7b", "beta", None)],
+        models: vec![
+            ModelSpec::base("llama-8b", "alpha"),
+            ModelSpec::lora("sql-lora", "alpha", "sql-lora"),
+            ModelSpec::base("qwen-7b", "beta"),
+        ],
         ..StackSpec::default()
     };
     let stack = Stack::start(spec).await;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use infergate_e2e::{Reply, Stack, StackSpec};
+use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 use serde_json::{Value, json};
 
@@ -103,8 +103,10 @@ async fn a_burst_of_identical_requests_spreads_over_the_pool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lora_request_lands_where_its_adapter_is_resident() {
-    let spec =
-        StackSpec { models: vec![("m", "a", None), ("sql-lora", "a", Some("sql-lora"))], ..StackSpec::default() };
+    let spec = StackSpec {
+        models: vec![ModelSpec::base("m", "a"), ModelSpec::lora("sql-lora", "a", "sql-lora")],
+        ..StackSpec::default()
+    };
     let stack = Stack::start(spec).await;
     let pods = stack.fleet.pods.clone();
     let pin =

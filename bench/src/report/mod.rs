@@ -1,6 +1,7 @@
 //! Results of a suite: JSON (stable, for diffs), Markdown tables, and charts.
 
 pub mod charts;
+pub mod e2e;
 
 use std::fmt::Write;
 

@@ -10,14 +10,24 @@ use super::{BASE_MODEL, LoadStep, Scenario, Workload, lognormal, poisson, weight
 use crate::request::{Arrival, BenchRequest, answer, render, text};
 
 pub struct BurstyChat {
+    pub pods: usize,
     /// Fleet capacity in conversations started per second (see BENCHMARKS.md).
     pub capacity_conversations_per_s: f64,
     pub duration_s: f64,
     /// Multipliers of capacity to sweep; 0.6 is the published base load.
     pub base_loads: Vec<f64>,
+    /// A burst of `burst_s` starts every `period_s` (published: 20 s every 60 s).
+    pub period_s: f64,
+    pub burst_s: f64,
 }
 
 const BURST_FACTOR: f64 = 1.3 / 0.6;
+
+impl BurstyChat {
+    pub fn published(capacity_conversations_per_s: f64, duration_s: f64, base_loads: Vec<f64>) -> Self {
+        Self { pods: 8, capacity_conversations_per_s, duration_s, base_loads, period_s: 60.0, burst_s: 20.0 }
+    }
+}
 
 impl Workload for BurstyChat {
     fn name(&self) -> &'static str {
@@ -33,13 +43,17 @@ impl Workload for BurstyChat {
         let systems: Vec<String> = (0..3).map(|_| text(&mut rng, 2_000 * 4)).collect();
         let adapters: Vec<String> = (0..8).map(|i| format!("chat-lora-{i}")).collect();
         let zipf: Vec<f64> = (1..=8).map(|k| 1.0 / f64::from(k).powf(1.1)).collect();
-        // Conversation starts: base rate, × burst factor for 20 s of every 60 s.
+        // Conversation starts: base rate, × burst factor during each period's burst,
+        // which sits in the middle of the period's second half.
         let mut starts = Vec::new();
         let mut t = 0.0;
+        let slice = self.period_s / 12.0;
+        let burst_start = self.period_s / 2.0;
         while t < self.duration_s {
-            let in_burst = (t % 60.0) >= 30.0 && (t % 60.0) < 50.0;
+            let phase = t % self.period_s;
+            let in_burst = phase >= burst_start && phase < burst_start + self.burst_s;
             let rate = step.qps * if in_burst { BURST_FACTOR } else { 1.0 };
-            let end = (t + 10.0).min(self.duration_s);
+            let end = (t + slice).min(self.duration_s);
             starts.extend(poisson(&mut rng, rate, t, end));
             t = end;
         }
@@ -73,7 +87,7 @@ impl Workload for BurstyChat {
             }
         }
         Scenario {
-            pods: 8,
+            pods: self.pods,
             profile: EngineProfile { max_loras: 2, ..EngineProfile::LLAMA_3_1_8B_H100 },
             adapters,
             requests,

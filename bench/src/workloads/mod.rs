@@ -25,7 +25,8 @@ pub struct Scenario {
     pub profile: EngineProfile,
     pub adapters: Vec<String>,
     pub requests: Vec<BenchRequest>,
-    /// Arrivals stop here; the run continues until every request finished.
+    /// Arrivals stop here: a conversation's next turn due later is not sent (nor
+    /// counted); the run continues until every sent request finished.
     pub duration_s: f64,
 }
 
