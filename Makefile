@@ -65,10 +65,10 @@ demo: setup wasm build
 	scripts/demo.sh
 
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
-bench:
+bench: setup wasm build
 	cargo run --release --locked -p infergate-bench -- --suite quick
 
-bench-full:
+bench-full: setup wasm build
 	cargo run --release --locked -p infergate-bench -- --suite full
 
 clean:
