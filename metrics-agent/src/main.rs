@@ -52,8 +52,8 @@ struct RunArgs {
 
 #[derive(clap::Args)]
 struct ParseArgs {
-    /// The engine whose metric names to read.
-    #[arg(long, value_enum, default_value = "vllm")]
+    /// The engine whose metric names to read; `auto` recognizes it from the names.
+    #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
     /// A file of Prometheus text, or an http:// URL to scrape.
     source: String,
@@ -61,13 +61,23 @@ struct ParseArgs {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum EngineArg {
+    Auto,
     Vllm,
+    Sglang,
+    Trtllm,
+    Triton,
+    LlamaCpp,
 }
 
 impl From<EngineArg> for Engine {
     fn from(value: EngineArg) -> Self {
         match value {
+            EngineArg::Auto => Engine::Auto,
             EngineArg::Vllm => Engine::Vllm,
+            EngineArg::Sglang => Engine::Sglang,
+            EngineArg::Trtllm => Engine::Trtllm,
+            EngineArg::Triton => Engine::Triton,
+            EngineArg::LlamaCpp => Engine::LlamaCpp,
         }
     }
 }

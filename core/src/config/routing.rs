@@ -51,8 +51,19 @@ pub struct ModelConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Engine {
+    /// vLLM V1 and V0 (`vllm:*`).
     #[default]
     Vllm,
+    /// SGLang (`sglang:*`).
+    Sglang,
+    /// trtllm-serve (`trtllm_*`).
+    Trtllm,
+    /// Triton with the TensorRT-LLM backend (`nv_trt_llm_*`).
+    Triton,
+    /// llama.cpp server (`llamacpp:*`).
+    LlamaCpp,
+    /// Recognized from the metric names of each scrape.
+    Auto,
 }
 
 impl RoutingConfig {

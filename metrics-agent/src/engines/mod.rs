@@ -1,5 +1,9 @@
 //! Engine adapters: each maps one engine's Prometheus names to the snapshot's signals.
 
+mod llama_cpp;
+mod sglang;
+mod triton;
+mod trtllm;
 mod vllm;
 
 use infergate_core::config::Engine;
@@ -14,6 +18,8 @@ pub enum SignalsError {
     Parse(String),
     #[error("the metrics have no {0} series; is this the right engine?")]
     Missing(&'static str),
+    #[error("no known engine's metrics (vLLM, SGLang, trtllm-serve, Triton, llama.cpp) were found")]
+    Unrecognized,
 }
 
 /// What one scrape of a pod says.
@@ -26,9 +32,29 @@ pub struct Scraped {
 /// The normalized signals and raw counters of one pod.
 pub fn scrape(engine: Engine, text: &str) -> Result<Scraped, SignalsError> {
     let samples = exposition::parse(text).map_err(|e| SignalsError::Parse(e.to_string()))?;
+    let engine = match engine {
+        Engine::Auto => detect(&samples).ok_or(SignalsError::Unrecognized)?,
+        known => known,
+    };
     match engine {
-        Engine::Vllm => vllm::scraped(&samples),
+        Engine::Vllm | Engine::Auto => vllm::scraped(&samples),
+        Engine::Sglang => sglang::scraped(&samples),
+        Engine::Trtllm => trtllm::scraped(&samples),
+        Engine::Triton => triton::scraped(&samples),
+        Engine::LlamaCpp => llama_cpp::scraped(&samples),
     }
+}
+
+/// Which engine wrote these metrics, from a family only it exposes.
+pub fn detect(samples: &[Sample]) -> Option<Engine> {
+    const MARKERS: [(&str, Engine); 5] = [
+        ("vllm:num_requests_waiting", Engine::Vllm),
+        ("sglang:num_queue_reqs", Engine::Sglang),
+        ("trtllm_num_requests_waiting", Engine::Trtllm),
+        ("nv_trt_llm_request_metrics", Engine::Triton),
+        ("llamacpp:requests_processing", Engine::LlamaCpp),
+    ];
+    MARKERS.iter().find(|(name, _)| samples.iter().any(|s| s.name == *name)).map(|(_, engine)| *engine)
 }
 
 /// The normalized signals of one pod.
@@ -52,3 +78,6 @@ fn mean(samples: &[Sample], name: &str) -> Option<f64> {
     let (total, count) = finite_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
     (count > 0).then(|| total / count as f64)
 }
+
+#[cfg(test)]
+mod tests;
