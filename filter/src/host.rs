@@ -75,6 +75,14 @@ pub fn upstream_address() -> Option<String> {
     hostcalls::get_property(vec!["upstream", "address"]).ok().flatten().and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
+/// A response header as text; invalid UTF-8 reads as absent.
+pub fn response_header(name: &str) -> Option<String> {
+    hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name)
+        .ok()
+        .flatten()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
 pub fn response_status() -> Option<u16> {
     hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, ":status")
         .ok()

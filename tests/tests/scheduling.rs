@@ -48,7 +48,8 @@ async fn a_conversations_next_turn_finds_its_prefix_on_the_other_worker() {
         for turn in 0..11 {
             messages
                 .push(json!({"role": "user", "content": format!("question {turn} of conversation {conversation}")}));
-            let body = json!({"model": "m", "messages": messages, "max_tokens": 2});
+            // Every third turn streams: its prefix is recorded at the first chunk.
+            let body = json!({"model": "m", "messages": messages, "max_tokens": 2, "stream": turn % 3 == 0});
             // Alternate connections, hence workers, between consecutive turns.
             let reply = post(&clients[turn % 2], &stack, &body).await;
             assert_eq!(reply.status, 200, "{}", reply.body);

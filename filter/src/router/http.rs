@@ -1,6 +1,7 @@
 //! One request through the router: strip spoofable headers, buffer the body, decide,
-//! set the routing headers; when the pod starts answering, record the prompt's blocks
-//! as its own; when the stream ends, release the in-flight count.
+//! set the routing headers; when the pod produces its first output (the first chunk of
+//! a stream, or the headers of a whole answer), release its pending prefill and record
+//! the prompt's blocks as its own; when the stream ends, release the in-flight count.
 
 use std::rc::Rc;
 
@@ -31,6 +32,12 @@ struct Routed {
     hashes: Vec<u64>,
     /// Pending prefill tokens counted on `counted_on`, until the first answer.
     pending_prefill_tokens: Option<u64>,
+    /// A streamed answer's headers come before its first token: wait for the first
+    /// body chunk.
+    awaiting_first_chunk: bool,
+    /// The pod that answered with a 2xx, read from the response headers (headers can
+    /// only be read in the headers callback: the SDK panics on a read in the body's).
+    served_ok_by: Option<Endpoint>,
     explanation: Option<String>,
 }
 
@@ -97,8 +104,28 @@ impl RouterHttp {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
+            awaiting_first_chunk: false,
+            served_ok_by: None,
             explanation,
         });
+    }
+}
+
+impl RouterHttp {
+    /// The pod produced its first output: the prefill is done, so its pending tokens
+    /// are released and, if it answered successfully, it holds the prompt's blocks.
+    fn first_answer(&mut self) {
+        let Some(routed) = self.routed.as_mut() else { return };
+        routed.awaiting_first_chunk = false;
+        if let Some(tokens) = routed.pending_prefill_tokens.take() {
+            if let Ok(mut router) = self.shared.router.try_borrow_mut() {
+                router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
+            }
+        }
+        if let Some(pod) = routed.served_ok_by {
+            let hashes = std::mem::take(&mut routed.hashes);
+            self.shared.share_prefix(pod, hashes);
+        }
     }
 }
 
@@ -158,22 +185,28 @@ impl HttpContext for RouterHttp {
         }
     }
 
-    fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         let Some(routed) = self.routed.as_mut() else { return Action::Continue };
-        if let Some(tokens) = routed.pending_prefill_tokens.take() {
-            if let Ok(mut router) = self.shared.router.try_borrow_mut() {
-                router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
-            }
-        }
         if let Some(explanation) = &routed.explanation {
             let _ = host::set_response_header(DECISION_HEADER, explanation);
         }
-        // The pod answered, so it has prefilled the prompt: its blocks are cached there.
         let served_ok = host::response_status().is_some_and(|s| (200..300).contains(&s));
-        let server = host::upstream_address().and_then(|a| a.parse::<Endpoint>().ok());
-        if let (true, Some(pod)) = (served_ok, server) {
-            let hashes = std::mem::take(&mut routed.hashes);
-            self.shared.share_prefix(pod, hashes);
+        if served_ok {
+            routed.served_ok_by = host::upstream_address().and_then(|a| a.parse::<Endpoint>().ok());
+        }
+        let streamed = host::response_header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+        if streamed && !end_of_stream {
+            // Servers send a stream's headers before the first token is computed.
+            routed.awaiting_first_chunk = true;
+        } else {
+            self.first_answer();
+        }
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, _end_of_stream: bool) -> Action {
+        if body_size > 0 && self.routed.as_ref().is_some_and(|r| r.awaiting_first_chunk) {
+            self.first_answer();
         }
         Action::Continue
     }
