@@ -54,6 +54,7 @@ infergate demo is running (config: $CONFIG)
   gateway         http://127.0.0.1:8080   (OpenAI API: /v1/chat/completions, /v1/completions, /v1/models)
   envoy admin     http://127.0.0.1:9901   (stats: /stats?filter=wasmcustom)
   control         http://127.0.0.1:9902   (the agent pushes snapshots here, loopback only)
+  agent           http://127.0.0.1:9903   (/metrics, /healthz, /readyz)
   model-sim pods  127.0.0.1:8001-8004     (pool llama: 8001-8003, pool qwen: 8004)
   logs            $RUN/
 

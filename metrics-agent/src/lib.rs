@@ -8,6 +8,7 @@ pub mod exposition;
 pub mod learn;
 pub mod push;
 pub mod scrape;
+pub mod telemetry;
 pub mod token;
 
 pub use scrape::FleetScraper;

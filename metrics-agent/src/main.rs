@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
 use infergate_metrics_agent::push::Pusher;
 use infergate_metrics_agent::scrape::fetch_metrics;
+use infergate_metrics_agent::telemetry::{self, PodLabel, TargetLabel, Telemetry};
 use infergate_metrics_agent::token::ControlToken;
 use infergate_metrics_agent::{FleetScraper, engines};
 
@@ -48,6 +50,9 @@ struct RunArgs {
     /// Timeout of one push to one gateway, milliseconds.
     #[arg(long, default_value_t = 1000)]
     push_timeout_ms: u64,
+    /// Where to serve the agent's own /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9903")]
+    listen: std::net::SocketAddr,
 }
 
 #[derive(clap::Args)]
@@ -133,6 +138,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let pods: usize = config.pools.iter().map(|p| p.endpoints.len()).sum();
     let pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
     tracing::info!(pods, interval_ms = config.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
+    let telemetry = Telemetry::new();
+    let served = Arc::clone(&telemetry);
+    let listen = args.listen;
+    let server = tokio::spawn(async move {
+        if let Err(e) = telemetry::serve(listen, served).await {
+            tracing::error!(%listen, error = %e, "cannot serve /metrics, /healthz and /readyz");
+        }
+    });
+    tracing::info!(listen = %args.listen, "serving /metrics, /healthz and /readyz");
     let mut scraper = FleetScraper::new(client, config);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,7 +158,13 @@ async fn run(args: RunArgs) -> Result<(), String> {
             () = &mut shutdown => break,
             _ = ticker.tick() => {}
         }
+        let scrape_started = Instant::now();
         let snapshot = scraper.scrape().await;
+        telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
+        for pod in scraper.failing_pods() {
+            telemetry.scrape_errors.get_or_create(&PodLabel { pod: pod.to_string() }).inc();
+        }
+        telemetry.snapshots.inc();
         let bytes = match snapshot.encode() {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -152,8 +172,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 continue;
             }
         };
-        for ((target, result), failing) in pusher.targets().iter().zip(pusher.push(&bytes).await).zip(&mut push_failing)
-        {
+        telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
+        let push_started = Instant::now();
+        let results = pusher.push(&bytes).await;
+        telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
+        telemetry.set_ready(results.iter().all(Result::is_ok));
+        for ((target, result), failing) in pusher.targets().iter().zip(results).zip(&mut push_failing) {
+            if result.is_err() {
+                telemetry.push_errors.get_or_create(&TargetLabel { target: target.clone() }).inc();
+            }
             match result {
                 Ok(()) if *failing => {
                     tracing::info!(%target, "push recovered");
@@ -170,6 +197,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             }
         }
     }
+    server.abort();
     tracing::info!("metrics-agent stopped");
     Ok(())
 }

@@ -88,6 +88,11 @@ impl FleetScraper {
         &self.config
     }
 
+    /// Pods whose last scrape failed.
+    pub fn failing_pods(&self) -> impl Iterator<Item = &Endpoint> {
+        self.failing.keys()
+    }
+
     /// Scrapes all pods at once; the slowest pod costs at most the scrape timeout.
     pub async fn scrape(&mut self) -> Snapshot {
         let timeout = Duration::from_millis(self.config.agent.scrape_timeout_ms);

@@ -88,6 +88,8 @@ pub struct Stack {
     pub gateway_url: String,
     pub control_url: String,
     pub admin_url: String,
+    /// The agent's own endpoints (`/metrics`, `/healthz`, `/readyz`).
+    pub agent_url: String,
     client: reqwest::Client,
     envoy: Option<Child>,
     agent: Option<Child>,
@@ -159,6 +161,7 @@ impl Stack {
             gateway_url: format!("http://{}", config.gateway.listen),
             control_url: format!("http://{}", config.gateway.control),
             admin_url: format!("http://{}", config.gateway.admin),
+            agent_url: format!("http://127.0.0.1:{}", free_port()),
             fleet,
             config,
             client: reqwest::Client::new(),
@@ -225,6 +228,8 @@ impl Stack {
             .arg(self.path("infergate.yaml"))
             .arg("--token-file")
             .arg(self.path("token"))
+            .arg("--listen")
+            .arg(self.agent_url.trim_start_matches("http://"))
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(self.log_file("agent.log"))

@@ -61,3 +61,24 @@ async fn the_control_listener_is_bound_to_loopback_only() {
         .expect("a control listener");
     assert_eq!(control["local_address"]["socket_address"]["address"], "127.0.0.1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_reports_its_health_readiness_and_metrics() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let get = |path: &str| {
+        let url = format!("{}{path}", stack.agent_url);
+        let client = stack.client().clone();
+        async move { client.get(url).send().await.expect("the agent answers") }
+    };
+    assert_eq!(get("/healthz").await.status(), 200);
+    stack
+        .wait_until("the agent to be ready", Duration::from_secs(3), || async { get("/readyz").await.status() == 200 })
+        .await;
+    let metrics = get("/metrics").await.text().await.unwrap();
+    for family in
+        ["infergate_agent_snapshots_total", "infergate_agent_scrape_duration_seconds", "infergate_agent_snapshot_bytes"]
+    {
+        assert!(metrics.contains(family), "{family} missing from:\n{metrics}");
+    }
+    assert!(!metrics.contains(infergate_e2e::stack::TOKEN), "the token must never appear");
+}

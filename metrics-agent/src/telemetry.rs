@@ -1,0 +1,123 @@
+//! The agent's own endpoints: `/metrics` (Prometheus, via `prometheus-client`),
+//! `/healthz` (the process runs) and `/readyz` (the last push reached every gateway).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PodLabel {
+    pub pod: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabel {
+    pub target: String,
+}
+
+/// Everything the agent reports about itself.
+pub struct Telemetry {
+    registry: Mutex<Registry>,
+    pub scrape_seconds: Histogram,
+    pub scrape_errors: Family<PodLabel, Counter>,
+    pub push_seconds: Histogram,
+    pub push_errors: Family<TargetLabel, Counter>,
+    pub snapshot_bytes: Gauge,
+    pub snapshots: Counter,
+    ready: AtomicBool,
+}
+
+impl Telemetry {
+    pub fn new() -> Arc<Self> {
+        let telemetry = Telemetry {
+            registry: Mutex::new(Registry::with_prefix("infergate_agent")),
+            scrape_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 12)),
+            scrape_errors: Family::default(),
+            push_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 12)),
+            push_errors: Family::default(),
+            snapshot_bytes: Gauge::default(),
+            snapshots: Counter::default(),
+            ready: AtomicBool::new(false),
+        };
+        if let Ok(mut registry) = telemetry.registry.lock() {
+            registry.register(
+                "scrape_duration_seconds",
+                "Time to scrape all pods once",
+                telemetry.scrape_seconds.clone(),
+            );
+            registry.register("scrape_errors", "Failed scrapes, by pod", telemetry.scrape_errors.clone());
+            registry.register(
+                "push_duration_seconds",
+                "Time to push one snapshot to every gateway",
+                telemetry.push_seconds.clone(),
+            );
+            registry.register("push_errors", "Failed pushes, by gateway", telemetry.push_errors.clone());
+            registry.register("snapshot_bytes", "Size of the last snapshot", telemetry.snapshot_bytes.clone());
+            registry.register("snapshots", "Snapshots built", telemetry.snapshots.clone());
+        }
+        Arc::new(telemetry)
+    }
+
+    /// Ready once a push has reached every gateway; not ready while any fails.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Ok(registry) = self.registry.lock() {
+            let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        }
+        out
+    }
+}
+
+async fn metrics(State(telemetry): State<Arc<Telemetry>>) -> impl IntoResponse {
+    ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], telemetry.encode())
+}
+
+async fn healthz() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn readyz(State(telemetry): State<Arc<Telemetry>>) -> StatusCode {
+    if telemetry.ready.load(Ordering::Relaxed) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+/// Serves the endpoints until the process ends.
+pub async fn serve(address: SocketAddr, telemetry: Arc<Telemetry>) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(telemetry);
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_the_families_with_their_labels() {
+        let telemetry = Telemetry::new();
+        telemetry.scrape_errors.get_or_create(&PodLabel { pod: "10.0.0.1:8000".into() }).inc();
+        telemetry.snapshot_bytes.set(123);
+        let text = telemetry.encode();
+        assert!(text.contains("infergate_agent_scrape_errors_total{pod=\"10.0.0.1:8000\"} 1"), "{text}");
+        assert!(text.contains("infergate_agent_snapshot_bytes 123"), "{text}");
+    }
+}
