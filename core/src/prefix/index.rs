@@ -33,19 +33,6 @@ impl PrefixIndex {
         self.pods.get(&pod).map_or(0, |blocks| hashes.iter().take_while(|h| blocks.stamps.contains_key(h)).count())
     }
 
-    /// The longest match over all pods.
-    pub fn best_match(&self, hashes: &[u64]) -> usize {
-        let mut best = 0;
-        for (i, hash) in hashes.iter().enumerate() {
-            if self.owners.contains_key(hash) {
-                best = i + 1;
-            } else {
-                break;
-            }
-        }
-        best
-    }
-
     /// Records that `pod` now holds `hashes`, evicting its least recently used blocks
     /// beyond `capacity_blocks`, and the least recent other owner of a block that has
     /// `max_owners` already.
@@ -137,7 +124,6 @@ mod tests {
         assert_eq!(index.matched_blocks(pod(1), &[1, 2, 3, 4]), 3);
         assert_eq!(index.matched_blocks(pod(1), &[1, 9, 3]), 1, "a gap ends the match");
         assert_eq!(index.matched_blocks(pod(2), &[1, 2]), 0);
-        assert_eq!(index.best_match(&[1, 2, 7]), 2);
     }
 
     #[test]
@@ -167,7 +153,6 @@ mod tests {
         index.record(pod(1), &[1, 2], 10);
         index.forget(pod(1));
         assert_eq!(index.total_entries(), 0);
-        assert_eq!(index.best_match(&[1]), 0);
     }
 
     proptest! {

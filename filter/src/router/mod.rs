@@ -74,7 +74,13 @@ impl RouterShared {
 
     fn pool_metrics(&self, pool: &str) -> Option<PoolMetrics> {
         let mut pools = self.pools.try_borrow_mut().ok()?;
-        Some(*pools.entry(pool.to_string()).or_insert_with(|| PoolMetrics::define(pool)))
+        // Defined once per pool; later requests only look it up, without allocating.
+        if let Some(metrics) = pools.get(pool) {
+            return Some(*metrics);
+        }
+        let metrics = PoolMetrics::define(pool);
+        pools.insert(pool.to_string(), metrics);
+        Some(metrics)
     }
 
     /// Records that `pod` holds these blocks now, here and on every other worker.

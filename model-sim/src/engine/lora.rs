@@ -95,10 +95,6 @@ impl LoraSlots {
     pub fn loads(&self) -> u64 {
         self.loads
     }
-
-    pub fn max_loras(&self) -> usize {
-        self.max_loras
-    }
 }
 
 #[cfg(test)]

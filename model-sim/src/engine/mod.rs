@@ -115,18 +115,10 @@ impl Engine {
         self.waiting.push_back(request);
     }
 
-    pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.running.is_empty()
-    }
-
     /// How many leading prompt blocks of `hashes` this pod has cached now (the exact
     /// state a KV-event-driven router would see).
     pub fn cached_prefix_blocks(&self, hashes: &[u64]) -> usize {
         self.kv.cached_prefix(hashes)
-    }
-
-    pub fn lora(&self) -> &LoraSlots {
-        &self.lora
     }
 
     /// Blocks of requests still to prefill (waiting or mid-prefill) and of requests
@@ -145,11 +137,6 @@ impl Engine {
             }
         }
         (prefill, decode)
-    }
-
-    /// Requests waiting plus running.
-    pub fn load(&self) -> usize {
-        self.waiting.len() + self.running.len()
     }
 
     /// The exact time to first token `request` would see here if no other request
