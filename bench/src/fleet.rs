@@ -43,6 +43,7 @@ impl FleetConfig {
                 name: POOL.into(),
                 engine: EngineKind::Vllm,
                 endpoints: endpoints.clone(),
+                discovery: None,
                 profile: None,
                 weights: None,
             }],

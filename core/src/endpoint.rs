@@ -58,6 +58,20 @@ impl<'de> Deserialize<'de> for Endpoint {
     }
 }
 
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Endpoint {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Endpoint".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A pod address, ip:port, e.g. 10.0.0.5:8000 or [fd00::5]:8000",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,6 +148,7 @@ mod tests {
                     name: "a".into(),
                     engine: Default::default(),
                     endpoints: vec![address],
+                    discovery: None,
                     profile: None,
                     weights: None,
                 }],

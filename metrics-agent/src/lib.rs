@@ -3,6 +3,7 @@
 //! listener.
 #![forbid(unsafe_code)]
 
+pub mod discovery;
 pub mod engines;
 pub mod exposition;
 pub mod learn;

@@ -6,17 +6,23 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::{mpsc, watch};
+
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
+use infergate_metrics_agent::discovery::kubernetes::{self, ConfigResource};
+use infergate_metrics_agent::discovery::{Fleet, config_file};
 use infergate_metrics_agent::push::Pusher;
 use infergate_metrics_agent::scrape::fetch_metrics;
 use infergate_metrics_agent::telemetry::{self, PodLabel, TargetLabel, Telemetry};
 use infergate_metrics_agent::token::ControlToken;
 use infergate_metrics_agent::{FleetScraper, engines};
 
-/// Scrapes every pod listed in infergate.yaml (GET /metrics) on a fixed interval,
-/// normalizes the engine's metrics into routing signals, and pushes one MessagePack
-/// snapshot per interval to each Envoy control listener.
+/// Scrapes every pod of every pool (GET /metrics) on a fixed interval, normalizes the
+/// engine's metrics into routing signals, and pushes one MessagePack snapshot per
+/// interval to each Envoy control listener. Pods are listed in infergate.yaml or found
+/// in Kubernetes by label or InferencePool; a pod appearing or leaving, or a config
+/// change, is pushed at once.
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
@@ -30,13 +36,22 @@ enum Command {
     Run(RunArgs),
     /// Print one pod's normalized signals as JSON, to debug what the router will see.
     Parse(ParseArgs),
+    /// Print the InferenceGatewayConfig CustomResourceDefinition as YAML.
+    Crd,
 }
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// The infergate.yaml that lists pools, pods and the scrape interval.
+    /// The infergate.yaml that lists pools, pods and the scrape interval. It is read
+    /// again every second; a valid change is pushed at once, an invalid one is logged
+    /// with its line and the running config is kept.
     #[arg(short, long, default_value = "infergate.yaml")]
     config: PathBuf,
+    /// Take the config from this InferenceGatewayConfig resource (NAMESPACE/NAME)
+    /// instead of --config, and follow its changes. Uses the in-cluster service
+    /// account, or KUBECONFIG.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    config_resource: Option<ConfigResource>,
     /// Control listener base URL of each gateway replica; repeat for several. Defaults
     /// to http://<gateway.control> from the config.
     #[arg(long = "control")]
@@ -96,6 +111,7 @@ async fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => run(args).await,
         Command::Parse(args) => parse(args).await,
+        Command::Crd => kubernetes::crd_yaml().map(|yaml| print!("{yaml}")).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -121,85 +137,210 @@ async fn parse(args: ParseArgs) -> Result<(), String> {
 }
 
 async fn run(args: RunArgs) -> Result<(), String> {
-    let config = InfergateConfig::from_yaml_file(&args.config).map_err(|e| e.to_string())?;
     let token = match (&args.token_file, &args.token_env) {
         (Some(path), _) => ControlToken::from_file(path)?,
         (None, Some(var)) => ControlToken::new(&std::env::var(var).unwrap_or_default())
             .ok_or_else(|| format!("the environment variable {var} is empty or unset"))?,
         (None, None) => return Err("give --token-file or --token-env".into()),
     };
-    let controls =
-        if args.controls.is_empty() { vec![format!("http://{}", config.gateway.control)] } else { args.controls };
+    let telemetry = Telemetry::new();
+    let served = Arc::clone(&telemetry);
+    let listen = args.listen;
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let server = tokio::spawn(async move {
+        if let Err(e) = telemetry::serve(listener, served).await {
+            tracing::error!(%listen, error = %e, "cannot serve /metrics, /healthz and /readyz");
+        }
+    });
+    tracing::info!(%listen, "serving /metrics, /healthz and /readyz");
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let (config, kube) = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        sources = start_config_source(&args) => sources?,
+    };
+    let initial = Arc::clone(&config.borrow());
+    let kube = match kube {
+        Some(client) => Some(client),
+        None if initial.pools.iter().any(|p| p.discovery.is_some()) => Some(kube_client().await?),
+        None => None,
+    };
+    let fleet = follow_fleet(config, kube);
+    let controls = if args.controls.is_empty() {
+        vec![format!("http://{}", initial.gateway.control)]
+    } else {
+        args.controls.clone()
+    };
     let client = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let interval = Duration::from_millis(config.agent.scrape_interval_ms);
-    let pods: usize = config.pools.iter().map(|p| p.endpoints.len()).sum();
-    let pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
-    tracing::info!(pods, interval_ms = config.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
-    let telemetry = Telemetry::new();
-    let served = Arc::clone(&telemetry);
-    let listen = args.listen;
-    let server = tokio::spawn(async move {
-        if let Err(e) = telemetry::serve(listen, served).await {
-            tracing::error!(%listen, error = %e, "cannot serve /metrics, /healthz and /readyz");
-        }
-    });
-    tracing::info!(listen = %args.listen, "serving /metrics, /healthz and /readyz");
-    let mut scraper = FleetScraper::new(client, config);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut push_failing = vec![false; pusher.targets().len()];
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
+    let mut pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
+    tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
+    let mut fleet_changes = fleet;
+    let mut scraper = FleetScraper::new(client, fleet_changes.borrow_and_update().clone());
+    let mut push_state = PushState::new(pusher.targets().len());
+    let mut next_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            _ = ticker.tick() => {}
-        }
-        let scrape_started = Instant::now();
-        let snapshot = scraper.scrape().await;
-        telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
-        for pod in scraper.failing_pods() {
-            telemetry.scrape_errors.get_or_create(&PodLabel { pod: pod.to_string() }).inc();
-        }
-        telemetry.snapshots.inc();
-        let bytes = match snapshot.encode() {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode the snapshot");
-                continue;
-            }
-        };
-        telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
-        let push_started = Instant::now();
-        let results = pusher.push(&bytes).await;
-        telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
-        telemetry.set_ready(results.iter().all(Result::is_ok));
-        for ((target, result), failing) in pusher.targets().iter().zip(results).zip(&mut push_failing) {
-            if result.is_err() {
-                telemetry.push_errors.get_or_create(&TargetLabel { target: target.clone() }).inc();
-            }
-            match result {
-                Ok(()) if *failing => {
-                    tracing::info!(%target, "push recovered");
-                    *failing = false;
+            () = tokio::time::sleep_until(next_round) => {}
+            changed = fleet_changes.changed() => {
+                if changed.is_err() {
+                    break;
                 }
-                Ok(()) => {
-                    tracing::debug!(%target, sequence = snapshot.sequence, bytes = bytes.len(), "pushed")
-                }
-                Err(e) if !*failing => {
-                    tracing::warn!(%target, error = %e, "push failed; retrying every interval");
-                    *failing = true;
-                }
-                Err(_) => {}
+                let fleet = fleet_changes.borrow_and_update().clone();
+                let pods_changed = scraper.set_fleet(fleet);
+                telemetry.fleet_changes.inc();
+                tracing::info!(pods = scraper.targets().len(), pods_changed, "fleet changed; pushing now");
             }
         }
+        let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
+        // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
+        next_round = tokio::time::Instant::now() + interval.mul_f64(0.9 + fastrand::f64() * 0.2);
+        round(&mut scraper, &mut pusher, &telemetry, &mut push_state).await;
     }
     server.abort();
     tracing::info!("metrics-agent stopped");
     Ok(())
+}
+
+/// The config's source: the `InferenceGatewayConfig` named by `--config-resource`, or
+/// the config file, each followed for changes. Also returns the Kubernetes client if
+/// one was needed.
+async fn start_config_source(
+    args: &RunArgs,
+) -> Result<(watch::Receiver<Arc<InfergateConfig>>, Option<kube::Client>), String> {
+    if let Some(resource) = &args.config_resource {
+        let client = kube_client().await?;
+        let (sender, mut receiver) = watch::channel(None);
+        tokio::spawn(kubernetes::follow_config(client.clone(), resource.clone(), sender));
+        tracing::info!(%resource, "waiting for the InferenceGatewayConfig");
+        let first = receiver
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| format!("stopped following the InferenceGatewayConfig {resource}"))?
+            .clone()
+            .ok_or("unreachable: waited for a config")?;
+        let (config_sender, config_receiver) = watch::channel(first);
+        tokio::spawn(async move {
+            while receiver.changed().await.is_ok() {
+                let next = receiver.borrow_and_update().clone();
+                if let Some(config) = next {
+                    config_sender.send_replace(config);
+                }
+            }
+        });
+        return Ok((config_receiver, Some(client)));
+    }
+    let text = std::fs::read_to_string(&args.config)
+        .map_err(|e| format!("cannot read the config {}: {e}", args.config.display()))?;
+    let config =
+        InfergateConfig::from_yaml_str(&text, &args.config.display().to_string()).map_err(|e| e.to_string())?;
+    let (sender, receiver) = watch::channel(Arc::new(config));
+    tokio::spawn(config_file::follow(args.config.clone(), text, sender));
+    Ok((receiver, None))
+}
+
+async fn kube_client() -> Result<kube::Client, String> {
+    kube::Client::try_default()
+        .await
+        .map_err(|e| format!("Kubernetes discovery needs API access (in-cluster service account or KUBECONFIG): {e}"))
+}
+
+/// Joins config changes and discovered pods into one `Fleet` that the loop follows.
+fn follow_fleet(
+    mut configs: watch::Receiver<Arc<InfergateConfig>>,
+    kube: Option<kube::Client>,
+) -> watch::Receiver<Fleet> {
+    let (updates_sender, mut updates) = mpsc::unbounded_channel();
+    if let Some(client) = kube {
+        tokio::spawn(kubernetes::follow_pools(client, configs.clone(), updates_sender));
+    }
+    let (fleet_sender, fleet) = watch::channel(Fleet::new(Arc::clone(&configs.borrow_and_update())));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = configs.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let config = Arc::clone(&configs.borrow_and_update());
+                    fleet_sender.send_modify(|fleet| fleet.set_config(config));
+                }
+                Some(update) = updates.recv() => {
+                    fleet_sender.send_if_modified(|fleet| fleet.apply(update));
+                }
+            }
+        }
+    });
+    fleet
+}
+
+/// Whether each gateway is failing, and since when it has its snapshot.
+struct PushState {
+    failing: Vec<bool>,
+    last_success: Vec<Option<Instant>>,
+}
+
+impl PushState {
+    fn new(targets: usize) -> Self {
+        Self { failing: vec![false; targets], last_success: vec![None; targets] }
+    }
+}
+
+/// One scrape of every pod and one push to every gateway.
+async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry, state: &mut PushState) {
+    let scrape_started = Instant::now();
+    let snapshot = scraper.scrape().await;
+    telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
+    telemetry.pods.set(i64::try_from(scraper.targets().len()).unwrap_or(i64::MAX));
+    for pod in scraper.failing_pods() {
+        telemetry.scrape_errors.get_or_create(&PodLabel { pod: pod.to_string() }).inc();
+    }
+    telemetry.snapshots.inc();
+    let bytes = match snapshot.encode() {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the snapshot");
+            return;
+        }
+    };
+    telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
+    let push_started = Instant::now();
+    let results = pusher.push(&bytes).await;
+    telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
+    let now = Instant::now();
+    let mut all_ok = true;
+    for (i, (target, result)) in pusher.targets().iter().zip(results).enumerate() {
+        let label = TargetLabel { target: target.clone() };
+        let (Some(failing), Some(last_success)) = (state.failing.get_mut(i), state.last_success.get_mut(i)) else {
+            continue;
+        };
+        match result {
+            Some(Ok(())) => {
+                *last_success = Some(now);
+                if *failing {
+                    tracing::info!(%target, "push recovered");
+                    *failing = false;
+                }
+                tracing::debug!(%target, sequence = snapshot.sequence, bytes = bytes.len(), "pushed");
+            }
+            Some(Err(e)) => {
+                all_ok = false;
+                telemetry.push_errors.get_or_create(&label).inc();
+                if !*failing {
+                    tracing::warn!(%target, error = %e, "push failed; retrying with backoff");
+                    *failing = true;
+                }
+            }
+            None => all_ok = false,
+        }
+        let age = last_success.map_or(f64::INFINITY, |at| now.duration_since(at).as_secs_f64());
+        telemetry.push_age_seconds.get_or_create(&label).set(age);
+    }
+    telemetry.set_ready(all_ok);
 }
 
 async fn shutdown_signal() {

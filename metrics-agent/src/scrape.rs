@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures::future::join_all;
 use infergate_core::Endpoint;
 use infergate_core::config::{Engine, InfergateConfig};
+
+use crate::discovery::{Fleet, Target};
 use infergate_core::snapshot::{PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
 use crate::engines::{self, Scraped};
@@ -61,21 +63,32 @@ async fn scrape_pod(
     Ok(engines::scrape(engine, &text)?)
 }
 
+/// How long a failing pod is left alone: doubling from one interval up to this.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+struct Failure {
+    message: String,
+    consecutive: u32,
+    retry_at_ms: u64,
+}
+
 /// Keeps each pod's last good state between scrapes and numbers the snapshots.
 pub struct FleetScraper {
     client: reqwest::Client,
-    config: InfergateConfig,
+    fleet: Fleet,
+    targets: Vec<Target>,
     last: HashMap<Endpoint, PodState>,
     learners: HashMap<Endpoint, RateLearner>,
-    failing: HashMap<Endpoint, String>,
+    failing: HashMap<Endpoint, Failure>,
     sequence: u64,
 }
 
 impl FleetScraper {
-    pub fn new(client: reqwest::Client, config: InfergateConfig) -> Self {
+    pub fn new(client: reqwest::Client, fleet: Fleet) -> Self {
         Self {
             client,
-            config,
+            targets: fleet.targets(),
+            fleet,
             last: HashMap::new(),
             learners: HashMap::new(),
             failing: HashMap::new(),
@@ -85,7 +98,27 @@ impl FleetScraper {
     }
 
     pub fn config(&self) -> &InfergateConfig {
-        &self.config
+        &self.fleet.config
+    }
+
+    pub fn targets(&self) -> &[Target] {
+        &self.targets
+    }
+
+    /// Follows a new config or pod set; true if the pods to scrape changed. State of
+    /// pods that left is dropped.
+    pub fn set_fleet(&mut self, fleet: Fleet) -> bool {
+        let targets = fleet.targets();
+        let changed = targets != self.targets;
+        self.fleet = fleet;
+        self.targets = targets;
+        if changed {
+            let present: std::collections::HashSet<Endpoint> = self.targets.iter().map(|t| t.endpoint).collect();
+            self.last.retain(|e, _| present.contains(e));
+            self.learners.retain(|e, _| present.contains(e));
+            self.failing.retain(|e, _| present.contains(e));
+        }
+        changed
     }
 
     /// Pods whose last scrape failed.
@@ -93,58 +126,72 @@ impl FleetScraper {
         self.failing.keys()
     }
 
-    /// Scrapes all pods at once; the slowest pod costs at most the scrape timeout.
+    /// Scrapes all pods at once; the slowest pod costs at most the scrape timeout. A
+    /// pod that keeps failing is retried less often, and keeps its last signals.
     pub async fn scrape(&mut self) -> Snapshot {
-        let timeout = Duration::from_millis(self.config.agent.scrape_timeout_ms);
-        let targets: Vec<(usize, Endpoint, Engine)> = self
-            .config
-            .pools
-            .iter()
-            .enumerate()
-            .flat_map(|(i, pool)| pool.endpoints.iter().map(move |&e| (i, e, pool.engine)))
-            .collect();
+        let config = &self.fleet.config;
+        let timeout = Duration::from_millis(config.agent.scrape_timeout_ms);
+        let started = unix_ms();
         let client = &self.client;
-        let results =
-            join_all(targets.iter().map(|&(_, endpoint, engine)| scrape_pod(client, endpoint, engine, timeout))).await;
+        let failing = &self.failing;
+        let results = join_all(self.targets.iter().map(|target| async move {
+            match failing.get(&target.endpoint) {
+                Some(failure) if failure.retry_at_ms > started => None,
+                _ => Some(scrape_pod(client, target.endpoint, target.engine, timeout).await),
+            }
+        }))
+        .await;
         let now = unix_ms();
-        let mut pools: Vec<PoolState> = self
-            .config
-            .pools
-            .iter()
-            .map(|p| PoolState { name: p.name.clone(), pods: Vec::with_capacity(p.endpoints.len()) })
-            .collect();
-        for ((pool_index, endpoint, _), result) in targets.into_iter().zip(results) {
-            let state = self.update(endpoint, result, now);
-            if let Some(pool) = pools.get_mut(pool_index) {
+        let mut pools: Vec<PoolState> =
+            config.pools.iter().map(|p| PoolState { name: p.name.clone(), pods: Vec::new() }).collect();
+        let routing = config.routing_config();
+        let interval_ms = config.agent.scrape_interval_ms;
+        let targets = self.targets.clone();
+        for (target, result) in targets.into_iter().zip(results) {
+            let state = match result {
+                Some(result) => self.update(target.endpoint, result, now, interval_ms),
+                None => self.last.get(&target.endpoint).cloned().unwrap_or_else(|| unscraped(target.endpoint)),
+            };
+            if let Some(pool) = pools.get_mut(target.pool_index) {
                 pool.pods.push(state);
             }
         }
         self.sequence += 1;
-        Snapshot {
-            version: SNAPSHOT_VERSION,
-            sequence: self.sequence,
-            created_at_ms: now,
-            routing: self.config.routing_config(),
-            pools,
-        }
+        Snapshot { version: SNAPSHOT_VERSION, sequence: self.sequence, created_at_ms: now, routing, pools }
     }
 
-    fn update(&mut self, endpoint: Endpoint, result: Result<Scraped, ScrapeError>, now: u64) -> PodState {
+    fn update(
+        &mut self,
+        endpoint: Endpoint,
+        result: Result<Scraped, ScrapeError>,
+        now: u64,
+        interval_ms: u64,
+    ) -> PodState {
         let state = match result {
             Ok(Scraped { mut signals, counters }) => {
                 let learner = self.learners.entry(endpoint).or_default();
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
-                if self.failing.remove(&endpoint).is_some() {
-                    tracing::info!(pod = %endpoint, "scrape recovered");
+                if let Some(failure) = self.failing.remove(&endpoint) {
+                    tracing::info!(pod = %endpoint, after_failures = failure.consecutive, "scrape recovered");
                 }
                 PodState { address: endpoint, ready: true, scraped_at_ms: Some(now), signals: Some(signals) }
             }
             Err(error) => {
                 let message = error.to_string();
-                if self.failing.get(&endpoint) != Some(&message) {
-                    tracing::warn!(pod = %endpoint, error = %message, "scrape failed; keeping the last signals, which will go stale");
-                    self.failing.insert(endpoint, message);
+                let failure = self.failing.entry(endpoint).or_insert(Failure {
+                    message: String::new(),
+                    consecutive: 0,
+                    retry_at_ms: 0,
+                });
+                failure.consecutive = failure.consecutive.saturating_add(1);
+                let backoff = interval_ms.saturating_mul(1 << failure.consecutive.min(16).saturating_sub(1));
+                let backoff = backoff.min(u64::try_from(MAX_BACKOFF.as_millis()).unwrap_or(u64::MAX));
+                // Jitter spreads the retries of pods that failed together.
+                failure.retry_at_ms = now + backoff / 2 + fastrand::u64(0..=backoff / 2);
+                if failure.message != message {
+                    tracing::warn!(pod = %endpoint, error = %message, "scrape failed; keeping the last signals, which will go stale; retrying with backoff");
+                    failure.message = message;
                 }
                 let previous = self.last.get(&endpoint);
                 PodState {
@@ -158,4 +205,10 @@ impl FleetScraper {
         self.last.insert(endpoint, state.clone());
         state
     }
+}
+
+/// A pod that was never scraped: listed so that the filter may send it load-only
+/// traffic, with no signals.
+fn unscraped(address: Endpoint) -> PodState {
+    PodState { address, ready: true, scraped_at_ms: None, signals: None }
 }

@@ -1,8 +1,7 @@
 //! The agent's own endpoints: `/metrics` (Prometheus, via `prometheus-client`),
 //! `/healthz` (the process runs) and `/readyz` (the last push reached every gateway).
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -36,6 +35,9 @@ pub struct Telemetry {
     pub push_errors: Family<TargetLabel, Counter>,
     pub snapshot_bytes: Gauge,
     pub snapshots: Counter,
+    pub pods: Gauge,
+    pub fleet_changes: Counter,
+    pub push_age_seconds: Family<TargetLabel, Gauge<f64, AtomicU64>>,
     ready: AtomicBool,
 }
 
@@ -49,6 +51,9 @@ impl Telemetry {
             push_errors: Family::default(),
             snapshot_bytes: Gauge::default(),
             snapshots: Counter::default(),
+            pods: Gauge::default(),
+            fleet_changes: Counter::default(),
+            push_age_seconds: Family::default(),
             ready: AtomicBool::new(false),
         };
         if let Ok(mut registry) = telemetry.registry.lock() {
@@ -66,6 +71,17 @@ impl Telemetry {
             registry.register("push_errors", "Failed pushes, by gateway", telemetry.push_errors.clone());
             registry.register("snapshot_bytes", "Size of the last snapshot", telemetry.snapshot_bytes.clone());
             registry.register("snapshots", "Snapshots built", telemetry.snapshots.clone());
+            registry.register("pods", "Pods scraped, static and discovered", telemetry.pods.clone());
+            registry.register(
+                "fleet_changes",
+                "Config or pod-set changes, each pushed at once",
+                telemetry.fleet_changes.clone(),
+            );
+            registry.register(
+                "push_age_seconds",
+                "Age of the snapshot each gateway holds: time since its last accepted push",
+                telemetry.push_age_seconds.clone(),
+            );
         }
         Arc::new(telemetry)
     }
@@ -97,13 +113,12 @@ async fn readyz(State(telemetry): State<Arc<Telemetry>>) -> StatusCode {
 }
 
 /// Serves the endpoints until the process ends.
-pub async fn serve(address: SocketAddr, telemetry: Arc<Telemetry>) -> std::io::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, telemetry: Arc<Telemetry>) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(telemetry);
-    let listener = tokio::net::TcpListener::bind(address).await?;
     axum::serve(listener, app).await
 }
 

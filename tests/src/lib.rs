@@ -8,6 +8,7 @@
 pub mod artifacts;
 pub mod client;
 pub mod fleet;
+pub mod kube_api;
 pub mod stack;
 
 pub use client::{Reply, chat_body};

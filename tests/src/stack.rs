@@ -131,6 +131,7 @@ impl Stack {
                 name: name.to_string(),
                 engine: Default::default(),
                 endpoints: pods.by_ref().take(count).map(Endpoint::new).collect(),
+                discovery: None,
                 profile: None,
                 weights: None,
             })
@@ -177,7 +178,8 @@ impl Stack {
         stack
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    /// A file in this stack's directory (its config, logs, and test inputs).
+    pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
@@ -219,18 +221,26 @@ impl Stack {
         .await;
     }
 
-    /// Starts the agent and waits for its first accepted push.
+    /// Starts the agent on this stack's infergate.yaml and waits for its first
+    /// accepted push.
     pub async fn start_agent(&mut self) {
+        let config = self.path("infergate.yaml");
+        self.start_agent_with(&[std::ffi::OsStr::new("-c"), config.as_os_str()], &[]).await;
+    }
+
+    /// Starts the agent with these config arguments (and the stack's token and
+    /// listener) and waits for its first accepted push.
+    pub async fn start_agent_with(&mut self, config_args: &[&std::ffi::OsStr], env: &[(&str, &str)]) {
         let before = self.stat("infergate.control.accepted").await.unwrap_or(0);
         let child = Command::new(artifacts::metrics_agent())
             .arg("run")
-            .arg("-c")
-            .arg(self.path("infergate.yaml"))
+            .args(config_args)
             .arg("--token-file")
             .arg(self.path("token"))
             .arg("--listen")
             .arg(self.agent_url.trim_start_matches("http://"))
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(self.log_file("agent.log"))
             .spawn()
@@ -240,6 +250,11 @@ impl Stack {
             self.stat("infergate.control.accepted").await.unwrap_or(0) > before
         })
         .await;
+    }
+
+    /// What the agent has logged so far.
+    pub fn agent_log(&self) -> String {
+        std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
     }
 
     /// Kills the agent, as a crash would.

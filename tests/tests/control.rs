@@ -82,3 +82,30 @@ async fn the_agent_reports_its_health_readiness_and_metrics() {
     }
     assert!(!metrics.contains(infergate_e2e::stack::TOKEN), "the token must never appear");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_never_appears_in_the_agents_logs_even_at_trace_level() {
+    let mut stack = Stack::start(StackSpec { start_agent: false, ..StackSpec::default() }).await;
+    let config = stack.path("infergate.yaml");
+    let control = stack.control_url.clone();
+    // A second, dead gateway makes the agent log push failures too.
+    stack
+        .start_agent_with(
+            &[
+                std::ffi::OsStr::new("-c"),
+                config.as_os_str(),
+                std::ffi::OsStr::new("--control"),
+                std::ffi::OsStr::new(&control),
+                std::ffi::OsStr::new("--control"),
+                std::ffi::OsStr::new("http://127.0.0.1:9"),
+            ],
+            &[("RUST_LOG", "trace")],
+        )
+        .await;
+    assert_eq!(stack.chat("m", 4).await.status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = stack.agent_log();
+    assert!(log.contains("push failed"), "the dead gateway's failure is logged:\n{log}");
+    assert!(log.lines().count() > 20, "trace logging is on");
+    assert!(!log.contains(infergate_e2e::stack::TOKEN), "the token leaked into the agent's log");
+}

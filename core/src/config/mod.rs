@@ -1,6 +1,7 @@
 //! `infergate.yaml`, schema version 1: the one source of truth for the gateway, the
 //! agent and the rendered Envoy config.
 
+mod discovery;
 mod error;
 mod routing;
 mod scoring;
@@ -12,6 +13,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
 pub use scoring::{CostDefaults, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
@@ -21,6 +23,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// The whole `infergate.yaml` document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct InfergateConfig {
     /// Schema version; must be 1.
@@ -37,6 +40,7 @@ pub struct InfergateConfig {
 
 /// Where Envoy listens and what it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySettings {
     /// The OpenAI-compatible listener clients call.
@@ -96,6 +100,7 @@ impl Default for GatewaySettings {
 
 /// How the metrics agent scrapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
     #[serde(default = "AgentSettings::default_scrape_interval_ms")]

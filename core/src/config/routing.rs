@@ -4,11 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::discovery::Discovery;
 use super::scoring::{Profile, RoutingSettings, Weights};
 use crate::endpoint::Endpoint;
 
 /// Everything the router needs to map a request to a pool and rank its pods.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoutingConfig {
     #[serde(default)]
@@ -19,6 +21,7 @@ pub struct RoutingConfig {
 
 /// A set of interchangeable model-server pods behind one Envoy cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
     /// Lower-case letters, digits and `-`; the Envoy cluster is `pool-<name>`.
@@ -26,7 +29,11 @@ pub struct PoolConfig {
     #[serde(default)]
     pub engine: Engine,
     /// Static pod addresses, `ip:port`.
+    #[serde(default)]
     pub endpoints: Vec<Endpoint>,
+    /// Pods found in Kubernetes, added to `endpoints` by the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Discovery>,
     /// Overrides `routing.profile` for this pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
@@ -37,6 +44,7 @@ pub struct PoolConfig {
 
 /// A served model name and where it lives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// The `model` value clients send.
@@ -49,6 +57,7 @@ pub struct ModelConfig {
 
 /// Which metrics dialect the pool's pods speak.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Engine {
     /// vLLM V1 and V0 (`vllm:*`).

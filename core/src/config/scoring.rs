@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How the router combines the signals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ScoringMode {
     /// Rank by predicted time to first token, in milliseconds: queue wait, uncached
@@ -18,6 +19,7 @@ pub enum ScoringMode {
 
 /// What a pool optimizes for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Profile {
     /// Interactive chat: the lowest time to first token.
@@ -51,6 +53,7 @@ impl Profile {
 
 /// How much each scorer counts in the weighted mode. Zero disables a scorer.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Weights {
     #[serde(default)]
@@ -85,6 +88,7 @@ impl Default for Weights {
 
 /// Prefix-affinity hashing and index bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PrefixSettings {
     /// Characters per hashed block (16 tokens of 4 characters by default).
@@ -130,6 +134,7 @@ impl Default for PrefixSettings {
 
 /// What the predicted-TTFT model assumes until a pod's own counters teach it better.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CostDefaults {
     #[serde(default = "CostDefaults::default_prefill_tokens_per_s")]
@@ -185,6 +190,7 @@ impl Default for CostDefaults {
 
 /// Knobs of the decision itself.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoutingSettings {
     #[serde(default)]

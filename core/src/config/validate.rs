@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use super::discovery::{Discovery, DiscoverySource};
 use super::error::{ConfigError, FieldPath};
 use super::routing::{ModelConfig, PoolConfig};
 use super::scoring::{RoutingSettings, Weights};
@@ -86,8 +87,14 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
         if !names.insert(pool.name.as_str()) {
             return Err(ConfigError::at(&here.key("name"), format!("duplicate pool name {:?}", pool.name)));
         }
-        if pool.endpoints.is_empty() {
-            return Err(ConfigError::at(&here.key("endpoints"), "a pool needs at least one endpoint"));
+        if pool.endpoints.is_empty() && pool.discovery.is_none() {
+            return Err(ConfigError::at(
+                &here.key("endpoints"),
+                "a pool needs at least one endpoint, or a `discovery` source",
+            ));
+        }
+        if let Some(discovery) = &pool.discovery {
+            check_discovery(discovery, &here.key("discovery"))?;
         }
         let mut seen = HashSet::new();
         for (j, endpoint) in pool.endpoints.iter().enumerate() {
@@ -127,13 +134,50 @@ pub(crate) fn check_models(models: &[ModelConfig], pools: &[PoolConfig], at: &Fi
     Ok(())
 }
 
-fn check_pool_name(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
-    let valid = !name.is_empty()
+fn check_discovery(discovery: &Discovery, at: &FieldPath) -> Result<(), ConfigError> {
+    match discovery.source() {
+        None => Err(ConfigError::at(at, "set exactly one of `pods` and `inference_pool`")),
+        Some(DiscoverySource::Pods(selector)) => {
+            let at = at.key("pods");
+            check_dns_label(&selector.namespace, &at.key("namespace"))?;
+            if selector.match_labels.is_empty() {
+                return Err(ConfigError::at(&at.key("match_labels"), "at least one label is required"));
+            }
+            if selector.target_ports.is_empty() || selector.target_ports.len() > 8 {
+                return Err(ConfigError::at(&at.key("target_ports"), "give between 1 and 8 ports"));
+            }
+            if let Some(j) = selector.target_ports.iter().position(|&p| p == 0) {
+                return Err(ConfigError::at(&at.key("target_ports").index(j), "port 0 is not a port"));
+            }
+            Ok(())
+        }
+        Some(DiscoverySource::InferencePool(reference)) => {
+            let at = at.key("inference_pool");
+            check_dns_label(&reference.namespace, &at.key("namespace"))?;
+            check_dns_label(&reference.name, &at.key("name"))
+        }
+    }
+}
+
+/// Kubernetes namespaces and most object names are RFC 1123 labels.
+fn check_dns_label(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
+    if is_dns_label(name) {
+        Ok(())
+    } else {
+        Err(ConfigError::at(at, format!("{name:?} is not a valid Kubernetes name (RFC 1123 label)")))
+    }
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 63
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid {
+        && !name.ends_with('-')
+}
+
+fn check_pool_name(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
+    if is_dns_label(name) {
         Ok(())
     } else {
         Err(ConfigError::at(

@@ -11,6 +11,7 @@ fn pool(name: &str, ports: &[u16]) -> PoolConfig {
         name: name.into(),
         engine: Default::default(),
         endpoints: ports.iter().map(|&p| ep(p)).collect(),
+        discovery: None,
         profile: None,
         weights: None,
     }

@@ -1,0 +1,66 @@
+//! Kubernetes discovery: one follower task per pool that has a `discovery` source,
+//! restarted when that source changes in the config.
+
+mod gateway_config;
+mod inference_pool;
+mod pods;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use infergate_core::config::{Discovery, DiscoverySource, InfergateConfig};
+use kube::Client;
+use tokio::sync::{mpsc, watch as channel};
+use tokio::task::JoinHandle;
+
+pub use gateway_config::{ConfigResource, InferenceGatewayConfig, InferenceGatewayConfigSpec, crd_yaml, follow_config};
+pub use inference_pool::{InferencePool, InferencePoolSpec};
+pub use pods::serving_endpoints;
+
+use crate::discovery::PoolEndpoints;
+
+/// Keeps one follower per discovered pool in step with the config, until the config
+/// channel closes. A pool that loses its discovery source reports no pods.
+pub async fn follow_pools(
+    client: Client,
+    mut configs: channel::Receiver<Arc<InfergateConfig>>,
+    updates: mpsc::UnboundedSender<PoolEndpoints>,
+) {
+    let mut running: HashMap<String, (Discovery, JoinHandle<()>)> = HashMap::new();
+    loop {
+        let config = Arc::clone(&configs.borrow_and_update());
+        let wanted: HashMap<&str, &Discovery> =
+            config.pools.iter().filter_map(|p| p.discovery.as_ref().map(|d| (p.name.as_str(), d))).collect();
+        running.retain(|pool, (discovery, task)| {
+            let keep = wanted.get(pool.as_str()) == Some(&&*discovery);
+            if !keep {
+                task.abort();
+                let _ = updates.send(PoolEndpoints { pool: pool.clone(), endpoints: Default::default() });
+            }
+            keep
+        });
+        for (&pool, &discovery) in &wanted {
+            if running.contains_key(pool) {
+                continue;
+            }
+            let (client, name, updates) = (client.clone(), pool.to_string(), updates.clone());
+            let task = match discovery.source() {
+                Some(DiscoverySource::Pods(selector)) => {
+                    tokio::spawn(pods::follow_pods(client, name, selector.clone(), updates))
+                }
+                Some(DiscoverySource::InferencePool(reference)) => {
+                    tokio::spawn(inference_pool::follow_inference_pool(client, name, reference.clone(), updates))
+                }
+                None => continue,
+            };
+            running.insert(pool.to_string(), (discovery.clone(), task));
+        }
+        if configs.changed().await.is_err() {
+            break;
+        }
+    }
+    for (_, (_, task)) in running {
+        task.abort();
+    }
+}

@@ -1,0 +1,65 @@
+//! The scraper against real HTTP endpoints: a pod that accepts connections and never
+//! answers costs the snapshot at most the scrape timeout, and is kept, marked by its
+//! old scrape time, rather than dropped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infergate_core::Endpoint;
+use infergate_core::config::InfergateConfig;
+use infergate_metrics_agent::FleetScraper;
+use infergate_metrics_agent::discovery::Fleet;
+
+const VLLM_SAMPLE: &str = include_str!("data/vllm-v1_qwen3-0.6b.txt");
+
+async fn serve_metrics(text: &'static str) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/metrics", axum::routing::get(move || async move { text }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+/// Accepts connections and reads requests, but never answers.
+async fn serve_nothing() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_pod_costs_the_snapshot_no_more_than_the_scrape_timeout() {
+    let good = [serve_metrics(VLLM_SAMPLE).await, serve_metrics(VLLM_SAMPLE).await];
+    let hanging = serve_nothing().await;
+    let endpoints: Vec<String> = good.iter().chain([&hanging]).map(|a| format!("\"{a}\"")).collect();
+    let yaml = format!(
+        "version: 1\nagent: {{scrape_interval_ms: 100, scrape_timeout_ms: 80}}\npools:\n  - name: a\n    endpoints: [{}]\nmodels: [{{name: m, pool: a}}]\n",
+        endpoints.join(", ")
+    );
+    let config = InfergateConfig::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let mut scraper = FleetScraper::new(reqwest::Client::new(), Fleet::new(Arc::new(config)));
+    for round in 0..3 {
+        let started = Instant::now();
+        let snapshot = scraper.scrape().await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(80 + 60), "round {round} took {took:?}");
+        let pods = &snapshot.pools[0].pods;
+        assert_eq!(pods.len(), 3, "the hanging pod stays listed");
+        for pod in pods {
+            let is_hanging = pod.address == Endpoint::new(hanging);
+            assert_eq!(pod.signals.is_some(), !is_hanging, "{pod:?}");
+            // Slow, not refusing: still ready, but never freshly scraped, so the filter
+            // treats it as stale and routes to it on load alone.
+            assert!(pod.ready);
+            assert_eq!(pod.scraped_at_ms.is_none(), is_hanging);
+        }
+    }
+    assert_eq!(scraper.failing_pods().copied().collect::<Vec<_>>(), vec![Endpoint::new(hanging)]);
+}
