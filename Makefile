@@ -11,13 +11,14 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
 	@echo "make test    run every test: unit, config validation and end to end in real Envoy"
 	@echo "make bench   the discrete-event benchmark, quick suite (minutes): every policy on every workload"
 	@echo "make bench-full  the same with the full sweeps"
+	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -67,6 +68,12 @@ demo: setup wasm build
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
 bench: setup wasm build
 	cargo run --release --locked -p infergate-bench -- --suite quick
+
+# The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
+# Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
+bench-agent: setup wasm
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/agent_scale --out bench/results/agent-scale
 
 bench-full: setup wasm build
 	cargo run --release --locked -p infergate-bench -- --suite full

@@ -3,6 +3,7 @@
 //! re-implementations of the peers' published policies — on the peers' published
 //! workloads, with fixed seeds.
 
+pub mod agent_scale;
 pub mod des;
 pub mod e2e;
 pub mod fleet;

@@ -40,7 +40,8 @@ pub async fn fetch_metrics(client: &reqwest::Client, url: &str, timeout: Duratio
     if !response.status().is_success() {
         return Err(ScrapeError::Status(response.status().as_u16()));
     }
-    response.text().await.map_err(|e| classify(&e, timeout))
+    let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
+    String::from_utf8(body.into()).map_err(|_| ScrapeError::Other("the metrics text is not UTF-8".into()))
 }
 
 fn classify(error: &reqwest::Error, timeout: Duration) -> ScrapeError {

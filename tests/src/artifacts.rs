@@ -37,6 +37,11 @@ pub fn filter_wasm() -> PathBuf {
     must_exist(target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"), "run `make wasm` to build the filter")
 }
 
+/// The agent of the same profile as this code: debug for tests, release for benches.
 pub fn metrics_agent() -> PathBuf {
-    must_exist(target_dir().join("debug/metrics-agent"), "run `make build` to build the agent")
+    if cfg!(debug_assertions) {
+        must_exist(target_dir().join("debug/metrics-agent"), "run `make build` to build the agent")
+    } else {
+        must_exist(target_dir().join("release/metrics-agent"), "run `cargo build --release -p infergate-metrics-agent`")
+    }
 }

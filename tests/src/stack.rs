@@ -63,6 +63,8 @@ pub struct StackSpec {
     /// infergate, or one of Envoy's own policies as a baseline (no filter, no agent).
     pub upstream_policy: UpstreamPolicy,
     pub access_log: bool,
+    /// The agent's scrape interval; its per-pod timeout is 80% of it.
+    pub scrape_interval_ms: u64,
 }
 
 impl Default for StackSpec {
@@ -78,6 +80,7 @@ impl Default for StackSpec {
             routing: RoutingSettings::default(),
             upstream_policy: UpstreamPolicy::Infergate,
             access_log: true,
+            scrape_interval_ms: 50,
         }
     }
 }
@@ -151,7 +154,10 @@ impl Stack {
                 request_timeout_ms: 30_000,
                 retries: 2,
             },
-            agent: AgentSettings { scrape_interval_ms: 50, scrape_timeout_ms: 40 },
+            agent: AgentSettings {
+                scrape_interval_ms: spec.scrape_interval_ms,
+                scrape_timeout_ms: spec.scrape_interval_ms * 4 / 5,
+            },
             routing: spec.routing,
             pools,
             models,
@@ -255,6 +261,11 @@ impl Stack {
     /// What the agent has logged so far.
     pub fn agent_log(&self) -> String {
         std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
+    }
+
+    /// The agent's process id, to measure its CPU and memory.
+    pub fn agent_pid(&self) -> Option<u32> {
+        self.agent.as_ref().map(Child::id)
     }
 
     /// Kills the agent, as a crash would.

@@ -31,7 +31,9 @@ pub struct Scraped {
 
 /// The normalized signals and raw counters of one pod.
 pub fn scrape(engine: Engine, text: &str) -> Result<Scraped, SignalsError> {
-    let samples = exposition::parse(text).map_err(|e| SignalsError::Parse(e.to_string()))?;
+    // No adapter reads histogram buckets, and they are most of a vLLM scrape's lines.
+    let samples = exposition::parse_where(text, |name| !name.ends_with("_bucket"))
+        .map_err(|e| SignalsError::Parse(e.to_string()))?;
     let engine = match engine {
         Engine::Auto => detect(&samples).ok_or(SignalsError::Unrecognized)?,
         known => known,
