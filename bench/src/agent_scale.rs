@@ -16,6 +16,8 @@ use hdrhistogram::Histogram;
 use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 
+use crate::procfs::{cpu_seconds, rss_mib};
+
 pub const SCRAPE_INTERVAL_MS: u64 = 100;
 
 #[derive(Debug, Clone)]
@@ -31,24 +33,6 @@ pub struct ScaleResult {
     pub change_max_ms: f64,
     pub trials: u64,
     pub missed: u64,
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesized command name; utime and stime are the 14th and 15th.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // USER_HZ is 100 on every Linux this runs on.
-    Some(ticks / 100.0)
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 async fn agent_metric(stack: &Stack, name: &str) -> Option<f64> {

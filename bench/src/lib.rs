@@ -4,10 +4,12 @@
 //! workloads, with fixed seeds.
 
 pub mod agent_scale;
+pub mod datapath;
 pub mod des;
 pub mod e2e;
 pub mod fleet;
 pub mod policies;
+pub mod procfs;
 pub mod report;
 pub mod request;
 pub mod results;

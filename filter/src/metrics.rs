@@ -39,6 +39,10 @@ pub struct RouterMetrics {
     pub snapshot_generation: Metric,
     pub snapshot_age_ms: Metric,
     pub snapshot_decode_failures: Metric,
+    /// Snapshots decoded, summed over workers: one per generation per worker.
+    pub snapshot_decodes: Metric,
+    /// This VM's linear memory; every worker sets it, so it shows the latest one's.
+    pub vm_memory_bytes: Metric,
 }
 
 impl RouterMetrics {
@@ -51,6 +55,8 @@ impl RouterMetrics {
             snapshot_generation: Metric::gauge("infergate.snapshot.generation"),
             snapshot_age_ms: Metric::gauge("infergate.snapshot.age_ms"),
             snapshot_decode_failures: Metric::counter("infergate.snapshot.decode_failures"),
+            snapshot_decodes: Metric::counter("infergate.snapshot.decodes"),
+            vm_memory_bytes: Metric::gauge("infergate.vm.memory_bytes"),
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::response::IntoResponse;
 use infergate_model_sim::engine::EngineProfile;
 use infergate_model_sim::server::{Pod, PodSpec, serve};
 use tokio::net::TcpListener;
@@ -22,6 +23,44 @@ impl Fleet {
             let address = listener.local_addr().expect("pod address");
             let pod = Pod::new(PodSpec { time_scale, adapters: adapters.to_vec(), ..PodSpec::new(address, profile) });
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
+            pods.push(address);
+        }
+        Self { pods, stop }
+    }
+}
+
+/// What a near-instant pod reports: an idle vLLM V1 server, so that the agent and the
+/// filter do their full work on every scrape and request.
+const IDLE_VLLM_METRICS: &str = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0.0\n# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.0\n";
+
+impl Fleet {
+    /// Pods that read the whole request body and answer at once with a small
+    /// completion, for measuring the gateway's own cost without an engine's.
+    pub async fn start_instant(count: usize) -> Self {
+        let stop = Arc::new(Notify::new());
+        let mut pods = Vec::new();
+        for _ in 0..count {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
+            let address = listener.local_addr().expect("pod address");
+            let served_by = address.to_string();
+            let app = axum::Router::new()
+                .route("/metrics", axum::routing::get(|| async { IDLE_VLLM_METRICS }))
+                .fallback(move |body: axum::body::Bytes| {
+                    let served_by = served_by.clone();
+                    async move {
+                        let reply = format!(
+                            "{{\"id\":\"cmpl-1\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"ok\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":1}}}}",
+                            body.len() / 4
+                        );
+                        ([("content-type", "application/json"), ("x-infergate-served-by", served_by.as_str())], reply)
+                            .into_response()
+                    }
+                });
+            let stopped = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let _ =
+                    axum::serve(listener, app).with_graceful_shutdown(async move { stopped.notified().await }).await;
+            });
             pods.push(address);
         }
         Self { pods, stop }

@@ -65,6 +65,8 @@ pub struct StackSpec {
     pub access_log: bool,
     /// The agent's scrape interval; its per-pod timeout is 80% of it.
     pub scrape_interval_ms: u64,
+    /// Near-instant pods instead of simulated engines, to measure the gateway alone.
+    pub instant_pods: bool,
 }
 
 impl Default for StackSpec {
@@ -81,6 +83,7 @@ impl Default for StackSpec {
             upstream_policy: UpstreamPolicy::Infergate,
             access_log: true,
             scrape_interval_ms: 50,
+            instant_pods: false,
         }
     }
 }
@@ -125,7 +128,11 @@ impl Stack {
     pub async fn start(spec: StackSpec) -> Stack {
         let total: usize = spec.pools.iter().map(|(_, n)| n).sum();
         let adapters: Vec<String> = spec.models.iter().filter_map(|m| m.adapter.clone()).collect();
-        let fleet = Fleet::start(total, spec.profile, spec.time_scale, &adapters).await;
+        let fleet = if spec.instant_pods {
+            Fleet::start_instant(total).await
+        } else {
+            Fleet::start(total, spec.profile, spec.time_scale, &adapters).await
+        };
         let mut pods = fleet.pods.iter().copied();
         let pools = spec
             .pools
@@ -261,6 +268,11 @@ impl Stack {
     /// What the agent has logged so far.
     pub fn agent_log(&self) -> String {
         std::fs::read_to_string(self.path("agent.log")).unwrap_or_default()
+    }
+
+    /// Envoy's process id, to measure its CPU and memory.
+    pub fn envoy_pid(&self) -> Option<u32> {
+        self.envoy.as_ref().map(Child::id)
     }
 
     /// The agent's process id, to measure its CPU and memory.

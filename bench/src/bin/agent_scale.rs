@@ -50,7 +50,9 @@ fn main() -> ExitCode {
     }
     let table = agent_scale::markdown(&results);
     println!("{table}");
-    if let Err(e) = std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &table)) {
+    if let Err(e) =
+        std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &table))
+    {
         eprintln!("error: cannot write {}: {e}", args.out.display());
         return ExitCode::FAILURE;
     }

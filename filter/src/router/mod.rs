@@ -29,6 +29,18 @@ pub struct RouterShared {
     peers: PrefixPeers,
 }
 
+/// The VM's linear memory, which only grows: its high-water mark.
+fn vm_memory_bytes() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        (core::arch::wasm32::memory_size(0) as u64).saturating_mul(65_536)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        0
+    }
+}
+
 impl RouterShared {
     pub fn new(role: RouterRole) -> Self {
         log::info!(
@@ -56,6 +68,8 @@ impl RouterShared {
         if published != self.generation.get() {
             self.generation.set(published);
             self.metrics.snapshot_generation.set(published);
+            self.metrics.snapshot_decodes.increment();
+            self.metrics.vm_memory_bytes.set(vm_memory_bytes());
             match host::shared_data(SNAPSHOT_KEY).map(|bytes| Snapshot::decode(&bytes)) {
                 Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &SharedLedger),
                 Some(Err(err)) => {

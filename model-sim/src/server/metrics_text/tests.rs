@@ -24,7 +24,7 @@ fn view_text(format: MetricsFormat, dp_size: u32) -> String {
 }
 
 fn names(text: &str) -> Vec<String> {
-    parse(text).unwrap().into_iter().map(|s| s.name).collect()
+    parse(text).unwrap().into_iter().map(|s| s.name.to_string()).collect()
 }
 
 #[test]
@@ -86,7 +86,8 @@ fn every_format_parses_and_has_the_routing_signals() {
 
 #[test]
 fn data_parallel_ranks_split_counts_and_repeat_usage() {
-    let samples = parse(&view_text(MetricsFormat::Vllm, 2)).unwrap();
+    let text = view_text(MetricsFormat::Vllm, 2);
+    let samples = parse(&text).unwrap();
     let of = |name: &str| -> Vec<f64> { samples.iter().filter(|s| s.name == name).map(|s| s.value).collect() };
     assert_eq!(of("vllm:num_requests_waiting"), [3.0, 2.0]);
     assert_eq!(of("vllm:num_requests_running"), [2.0, 1.0]);
@@ -98,7 +99,8 @@ fn data_parallel_ranks_split_counts_and_repeat_usage() {
 
 #[test]
 fn label_values_are_escaped() {
-    let samples = parse(&view_text(MetricsFormat::Vllm, 1)).unwrap();
+    let text = view_text(MetricsFormat::Vllm, 1);
+    let samples = parse(&text).unwrap();
     let waiting = samples.iter().find(|s| s.name == "vllm:num_requests_waiting").unwrap();
     assert_eq!(waiting.label("model_name"), Some("m\"odel"));
     let lora = samples.iter().find(|s| s.name == "vllm:lora_requests_info").unwrap();

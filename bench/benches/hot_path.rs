@@ -1,0 +1,119 @@
+//! Micro-benchmarks of the filter's per-request work, natively (the filter runs the same
+//! `infergate-core` code compiled to wasm32, where V8 is slower by a constant factor):
+//! body parsing and model extraction, prompt block hashing, one routing decision at
+//! 4 to 256 pods, and decoding a snapshot of 8 to 512 pods.
+
+use std::net::SocketAddr;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use infergate_bench::datapath::chat_body;
+use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+use infergate_core::endpoint::Endpoint;
+use infergate_core::prefix::prompt_block_hashes;
+use infergate_core::request::parse_request;
+use infergate_core::router::{LocalLedger, Router};
+use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+
+const BODIES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024];
+const POD_COUNTS: [usize; 4] = [4, 16, 64, 256];
+
+fn endpoint(i: usize) -> Endpoint {
+    Endpoint::new(SocketAddr::from(([10, 0, (i / 250) as u8, (i % 250) as u8 + 1], 8000)))
+}
+
+fn routing(pods: usize) -> RoutingConfig {
+    RoutingConfig {
+        settings: RoutingSettings::default(),
+        pools: vec![PoolConfig {
+            name: "fleet".into(),
+            engine: Default::default(),
+            endpoints: (0..pods).map(endpoint).collect(),
+            discovery: None,
+            profile: None,
+            weights: None,
+        }],
+        models: vec![ModelConfig { name: "m".into(), pool: "fleet".into(), adapter: None }],
+    }
+}
+
+fn snapshot(pods: usize) -> Snapshot {
+    Snapshot {
+        version: SNAPSHOT_VERSION,
+        sequence: 1,
+        created_at_ms: 1_000_000,
+        routing: routing(pods),
+        pools: vec![PoolState {
+            name: "fleet".into(),
+            pods: (0..pods)
+                .map(|i| PodState {
+                    address: endpoint(i),
+                    ready: true,
+                    scraped_at_ms: Some(1_000_000),
+                    signals: Some(PodSignals {
+                        waiting: (i % 7) as f64,
+                        running: (i % 13) as f64,
+                        kv_cache_usage: (i % 10) as f64 / 10.0,
+                        ..PodSignals::default()
+                    }),
+                })
+                .collect(),
+        }],
+    }
+}
+
+fn parsing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parse_request");
+    for size in BODIES {
+        let body = chat_body(size, 7);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
+            b.iter(|| parse_request(body).map(|r| r.prompt.len()))
+        });
+    }
+    group.finish();
+}
+
+fn hashing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("prompt_block_hashes");
+    for size in BODIES {
+        let prompt = chat_body(size, 7);
+        group.throughput(Throughput::Bytes(prompt.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &prompt, |b, prompt| {
+            b.iter(|| prompt_block_hashes(prompt, "m", None, 64, 256).len())
+        });
+    }
+    group.finish();
+}
+
+fn routing_decision(c: &mut Criterion) {
+    let mut group = c.benchmark_group("route_4KiB");
+    let request = parse_request(&chat_body(4096, 7)).expect("a valid body");
+    for pods in POD_COUNTS {
+        let mut router = Router::new(routing(pods), 42);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snapshot(pods), &ledger);
+        group.bench_function(BenchmarkId::from_parameter(pods), |b| {
+            b.iter(|| {
+                let decision = router.route(&request, 1_000_050, &mut ledger).expect("routed");
+                router.release(decision.chosen.endpoint, &mut ledger);
+                decision.chosen.endpoint
+            })
+        });
+    }
+    group.finish();
+}
+
+fn snapshot_decoding(c: &mut Criterion) {
+    let mut group = c.benchmark_group("snapshot_decode");
+    for pods in [8, 64, 512] {
+        let bytes = snapshot(pods).encode().expect("encodes");
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(pods), &bytes, |b, bytes| {
+            b.iter(|| Snapshot::decode(bytes).map(|s| s.pools.len()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(hot_path, parsing, hashing, routing_decision, snapshot_decoding);
+criterion_main!(hot_path);

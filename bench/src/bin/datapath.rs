@@ -1,0 +1,73 @@
+//! `datapath`: plain Envoy (A) against Envoy with the infergate filter (B), near-instant
+//! pods, every body size and concurrency; prints Markdown tables and writes them to
+//! bench/results/datapath/results.md.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways};
+
+/// Measures what the in-proxy routing decision costs per request.
+#[derive(Parser)]
+struct Args {
+    /// Seconds measured per cell (after a 0.5 s warm-up).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Body sizes in bytes (comma-separated); default 1 KiB, 4 KiB, 64 KiB, 220 KiB, 1 MiB.
+    #[arg(long, value_delimiter = ',')]
+    bodies: Vec<usize>,
+    /// Concurrencies (comma-separated); default 1, 32, 150.
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    #[arg(long, default_value = "bench/results/datapath")]
+    out: std::path::PathBuf,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let bodies = if args.bodies.is_empty() { BODY_SIZES.to_vec() } else { args.bodies.clone() };
+    let concurrencies = if args.concurrency.is_empty() { CONCURRENCY.to_vec() } else { args.concurrency.clone() };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = runtime.block_on(async {
+        let gateways = Gateways::start().await;
+        let decodes_before = gateways.infergate.stat("infergate.snapshot.decodes").await.unwrap_or(0);
+        let since = Instant::now();
+        let mut cells = Vec::new();
+        let duration = Duration::from_secs_f64(args.seconds);
+        for &body in &bodies {
+            for &concurrency in &concurrencies {
+                for (name, stack) in [("A", &gateways.plain), ("B", &gateways.infergate)] {
+                    let cell = datapath::measure(stack, name, body, concurrency, duration).await;
+                    eprintln!("{cell:?}");
+                    cells.push(cell);
+                }
+            }
+        }
+        let footprint = datapath::footprint(&gateways, decodes_before, since).await;
+        format!(
+            "{}\n- `.wasm`: {} bytes\n- wasm linear memory (a worker's VM, after the run): {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            datapath::markdown(&cells),
+            footprint.wasm_bytes,
+            footprint.vm_memory_bytes,
+            footprint.envoy_rss_plain_mib,
+            footprint.envoy_rss_infergate_mib,
+            footprint.snapshot_decodes,
+            footprint.snapshot_decodes_per_s
+        )
+    });
+    println!("{report}");
+    if let Err(e) =
+        std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &report))
+    {
+        eprintln!("error: cannot write {}: {e}", args.out.display());
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

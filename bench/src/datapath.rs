@@ -1,0 +1,241 @@
+//! Data-path cost: what the in-proxy decision adds to a request. Two real Envoys
+//! (`--concurrency 2`) in front of the same 8 near-instant pods: A routes round-robin
+//! with no filter; B runs the infergate filter with a live snapshot from the real
+//! agent. A closed-loop load generator (C concurrent connections, each sending the
+//! next request when the last answer is read) measures both, alternating A and B cell
+//! by cell, for each body size and concurrency.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use infergate_e2e::{ModelSpec, Stack, StackSpec};
+use infergate_envoy_config::UpstreamPolicy;
+
+use crate::procfs::{cpu_seconds, rss_mib};
+
+pub const BODY_SIZES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024];
+pub const CONCURRENCY: [usize; 3] = [1, 32, 150];
+pub const PODS: usize = 8;
+
+#[derive(Debug, Clone)]
+pub struct Cell {
+    pub config: &'static str,
+    pub body_bytes: usize,
+    pub concurrency: usize,
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    /// Envoy CPU time per request, microseconds.
+    pub envoy_cpu_us: f64,
+}
+
+pub struct Gateways {
+    pub plain: Stack,
+    pub infergate: Stack,
+}
+
+fn spec(policy: UpstreamPolicy) -> StackSpec {
+    StackSpec {
+        pools: vec![("fleet", PODS)],
+        models: vec![ModelSpec::base("m", "fleet")],
+        max_body_bytes: 8 * 1024 * 1024,
+        upstream_policy: policy,
+        access_log: false,
+        instant_pods: true,
+        ..StackSpec::default()
+    }
+}
+
+impl Gateways {
+    pub async fn start() -> Self {
+        Self {
+            plain: Stack::start(spec(UpstreamPolicy::RoundRobin)).await,
+            infergate: Stack::start(spec(UpstreamPolicy::Infergate)).await,
+        }
+    }
+}
+
+/// A chat body of about `size` bytes whose prompt starts with a number unique to the
+/// request, so that no two requests share a prefix block (the worst case for hashing).
+pub fn chat_body(size: usize, sequence: u64) -> Vec<u8> {
+    let head =
+        format!("{{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"{sequence:016} ");
+    let tail = "\"}]}";
+    let filler = size.saturating_sub(head.len() + tail.len());
+    let words = b"the quick brown fox jumps over the lazy dog ";
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(head.as_bytes());
+    body.extend(words.iter().cycle().take(filler));
+    body.extend_from_slice(tail.as_bytes());
+    body
+}
+
+/// Runs `concurrency` closed-loop clients against `stack` for `duration` after a
+/// short warm-up.
+pub async fn measure(
+    stack: &Stack,
+    config: &'static str,
+    body_bytes: usize,
+    concurrency: usize,
+    duration: Duration,
+) -> Cell {
+    let url = format!("{}/v1/chat/completions", stack.gateway_url);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_default();
+    // One body per client, with the sequence patched per request below.
+    let template = Arc::new(chat_body(body_bytes, 0));
+    let sequence = Arc::new(AtomicU64::new(1));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, url, template) = (client.clone(), url.clone(), Arc::clone(&template));
+        let (sequence, measuring, stop) = (Arc::clone(&sequence), Arc::clone(&measuring), Arc::clone(&stop));
+        tasks.push(tokio::spawn(async move {
+            let mut histogram = latency_histogram();
+            let mut errors = 0u64;
+            let mut body = template.as_ref().clone();
+            while !stop.load(Ordering::Relaxed) {
+                let n = sequence.fetch_add(1, Ordering::Relaxed);
+                let digits = format!("{n:016}");
+                let at = body.len().min(body_prefix_len());
+                if let Some(slot) = body.get_mut(at - 16..at) {
+                    slot.copy_from_slice(digits.as_bytes());
+                }
+                let started = Instant::now();
+                let ok = match client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await
+                {
+                    Ok(response) => {
+                        let status = response.status();
+                        response.bytes().await.is_ok() && status.is_success()
+                    }
+                    Err(_) => false,
+                };
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        let _ = histogram.record(started.elapsed().as_micros() as u64);
+                    } else {
+                        errors += 1;
+                    }
+                }
+            }
+            (histogram, errors)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = stack.envoy_pid().unwrap_or(0);
+    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(duration).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = latency_histogram();
+    let mut errors = 0;
+    for task in tasks {
+        if let Ok((histogram, e)) = task.await {
+            let _ = all.add(histogram);
+            errors += e;
+        }
+    }
+    let requests = all.len();
+    Cell {
+        config,
+        body_bytes,
+        concurrency,
+        requests,
+        errors,
+        rps: requests as f64 / elapsed,
+        p50_us: all.value_at_quantile(0.5),
+        p99_us: all.value_at_quantile(0.99),
+        p999_us: all.value_at_quantile(0.999),
+        envoy_cpu_us: if requests > 0 { cpu / requests as f64 * 1e6 } else { f64::NAN },
+    }
+}
+
+/// Microseconds, 1 µs to 60 s, 3 significant digits.
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("constant bounds are valid")
+}
+
+/// Where the 16 sequence digits end in a body made by [`chat_body`].
+fn body_prefix_len() -> usize {
+    "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"".len() + 16
+}
+
+/// What else the run reports: the module, the VMs' memory and snapshot decodes.
+#[derive(Debug, Clone)]
+pub struct Footprint {
+    pub wasm_bytes: u64,
+    pub vm_memory_bytes: u64,
+    pub envoy_rss_plain_mib: f64,
+    pub envoy_rss_infergate_mib: f64,
+    pub snapshot_decodes: u64,
+    pub snapshot_decodes_per_s: f64,
+}
+
+pub async fn footprint(gateways: &Gateways, decodes_before: u64, since: Instant) -> Footprint {
+    let b = &gateways.infergate;
+    let decodes = b.stat("infergate.snapshot.decodes").await.unwrap_or(0).saturating_sub(decodes_before);
+    Footprint {
+        wasm_bytes: std::fs::metadata(infergate_e2e::artifacts::filter_wasm()).map_or(0, |m| m.len()),
+        vm_memory_bytes: b.stat("infergate.vm.memory_bytes").await.unwrap_or(0),
+        envoy_rss_plain_mib: gateways.plain.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
+        envoy_rss_infergate_mib: b.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
+        snapshot_decodes: decodes,
+        snapshot_decodes_per_s: decodes as f64 / since.elapsed().as_secs_f64(),
+    }
+}
+
+pub fn markdown(cells: &[Cell]) -> String {
+    let mut out = String::from(
+        "| body | conc. | A rps | B rps | B/A rps | A p50 (µs) | B p50 (µs) | added p50 (µs) | A p99 (µs) | B p99 (µs) | added p99 (µs) | A p99.9 (µs) | B p99.9 (µs) | A CPU/req (µs) | B CPU/req (µs) | errors A/B |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for a in cells.iter().filter(|c| c.config == "A") {
+        let Some(b) =
+            cells.iter().find(|c| c.config == "B" && c.body_bytes == a.body_bytes && c.concurrency == a.concurrency)
+        else {
+            continue;
+        };
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |\n",
+            size_label(a.body_bytes),
+            a.concurrency,
+            a.rps,
+            b.rps,
+            b.rps / a.rps,
+            a.p50_us,
+            b.p50_us,
+            b.p50_us as i64 - a.p50_us as i64,
+            a.p99_us,
+            b.p99_us,
+            b.p99_us as i64 - a.p99_us as i64,
+            a.p999_us,
+            b.p999_us,
+            a.envoy_cpu_us,
+            b.envoy_cpu_us,
+            a.errors,
+            b.errors
+        ));
+    }
+    out
+}
+
+pub fn size_label(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 { format!("{} MiB", bytes / (1024 * 1024)) } else { format!("{} KiB", bytes / 1024) }
+}
