@@ -1,31 +1,83 @@
 //! The per-worker prefix index: for each pod, the block hashes it probably holds, in
 //! least-recently-used order and bounded by the pod's KV capacity; for each block, at
 //! most `max_owners` pods.
+//!
+//! Every answered request records all its blocks (64 for a 4 KiB prompt), so this is
+//! the hottest structure of the filter. Block hashes are already xxHash64 outputs, so
+//! the maps use them as their own hash; the LRU order is an append-only queue in which
+//! re-used blocks leave stale entries that eviction skips and compaction drops; owners
+//! are pod numbers, held inline when there is one (unshared blocks are most blocks).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+
+use nohash_hasher::NoHashHasher;
+use smallvec::SmallVec;
 
 use crate::endpoint::Endpoint;
+
+/// Maps keyed by block hashes, which are uniformly distributed already.
+type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<NoHashHasher<u64>>>;
+
+/// Pods are numbered on first sight; the number outlives `forget` so that it stays
+/// stable for a pod that comes back.
+type PodId = u32;
+
+/// Stale queue entries allowed beyond one per live block before compacting.
+const COMPACT_SLACK: usize = 1024;
 
 #[derive(Debug, Default)]
 struct PodBlocks {
     /// hash → last use.
-    stamps: HashMap<u64, u64>,
-    /// last use → hash: the eviction order.
-    order: BTreeMap<u64, u64>,
+    stamps: HashKeyed<u64>,
+    /// (last use, hash) in use order; an entry whose stamp no longer matches
+    /// `stamps` is stale.
+    order: VecDeque<(u64, u64)>,
+}
+
+impl PodBlocks {
+    fn touch(&mut self, hash: u64, clock: u64) {
+        self.stamps.insert(hash, clock);
+        self.order.push_back((clock, hash));
+        if self.order.len() > 2 * self.stamps.len() + COMPACT_SLACK {
+            let stamps = &self.stamps;
+            self.order.retain(|(stamp, hash)| stamps.get(hash) == Some(stamp));
+        }
+    }
+
+    /// Removes and returns the least recently used block.
+    fn pop_oldest(&mut self) -> Option<u64> {
+        while let Some((stamp, hash)) = self.order.pop_front() {
+            if self.stamps.get(&hash) == Some(&stamp) {
+                self.stamps.remove(&hash);
+                return Some(hash);
+            }
+        }
+        None
+    }
 }
 
 #[derive(Debug)]
 pub struct PrefixIndex {
     pods: HashMap<Endpoint, PodBlocks>,
+    ids: HashMap<Endpoint, PodId>,
+    endpoints: Vec<Endpoint>,
     /// hash → (pod, last use), at most `max_owners` each.
-    owners: HashMap<u64, Vec<(Endpoint, u64)>>,
+    owners: HashKeyed<SmallVec<[(PodId, u64); 1]>>,
     max_owners: usize,
     clock: u64,
 }
 
 impl PrefixIndex {
     pub fn new(max_owners: u32) -> Self {
-        Self { pods: HashMap::new(), owners: HashMap::new(), max_owners: (max_owners as usize).max(1), clock: 0 }
+        Self {
+            pods: HashMap::new(),
+            ids: HashMap::new(),
+            endpoints: Vec::new(),
+            owners: HashKeyed::default(),
+            max_owners: (max_owners as usize).max(1),
+            clock: 0,
+        }
     }
 
     /// How many leading blocks of `hashes` `pod` holds: the strict longest prefix.
@@ -33,46 +85,52 @@ impl PrefixIndex {
         self.pods.get(&pod).map_or(0, |blocks| hashes.iter().take_while(|h| blocks.stamps.contains_key(h)).count())
     }
 
+    fn id_of(&mut self, pod: Endpoint) -> PodId {
+        if let Some(&id) = self.ids.get(&pod) {
+            return id;
+        }
+        let id = PodId::try_from(self.endpoints.len()).unwrap_or(PodId::MAX);
+        self.endpoints.push(pod);
+        self.ids.insert(pod, id);
+        id
+    }
+
     /// Records that `pod` now holds `hashes`, evicting its least recently used blocks
     /// beyond `capacity_blocks`, and the least recent other owner of a block that has
     /// `max_owners` already.
     pub fn record(&mut self, pod: Endpoint, hashes: &[u64], capacity_blocks: usize) {
+        let id = self.id_of(pod);
         for &hash in hashes {
             self.clock += 1;
             let clock = self.clock;
             let owners = self.owners.entry(hash).or_default();
-            if let Some(entry) = owners.iter_mut().find(|(p, _)| *p == pod) {
+            if let Some(entry) = owners.iter_mut().find(|(p, _)| *p == id) {
                 entry.1 = clock;
             } else {
                 if owners.len() >= self.max_owners {
                     let oldest = owners.iter().enumerate().min_by_key(|(_, (_, stamp))| *stamp).map(|(i, _)| i);
                     if let Some(index) = oldest {
                         let (evicted, _) = owners.swap_remove(index);
-                        if let Some(blocks) = self.pods.get_mut(&evicted) {
-                            if let Some(stamp) = blocks.stamps.remove(&hash) {
-                                blocks.order.remove(&stamp);
-                            }
+                        let evicted = self.endpoints.get(evicted as usize).copied();
+                        if let Some(blocks) = evicted.and_then(|e| self.pods.get_mut(&e)) {
+                            // Its queue entry goes stale and is skipped later.
+                            blocks.stamps.remove(&hash);
                         }
                     }
                 }
-                owners.push((pod, clock));
+                owners.push((id, clock));
             }
-            let blocks = self.pods.entry(pod).or_default();
-            if let Some(old) = blocks.stamps.insert(hash, clock) {
-                blocks.order.remove(&old);
-            }
-            blocks.order.insert(clock, hash);
+            self.pods.entry(pod).or_default().touch(hash, clock);
         }
-        self.trim(pod, capacity_blocks.max(1));
+        self.trim(pod, id, capacity_blocks.max(1));
     }
 
-    fn trim(&mut self, pod: Endpoint, capacity: usize) {
+    fn trim(&mut self, pod: Endpoint, id: PodId, capacity: usize) {
         let Some(blocks) = self.pods.get_mut(&pod) else { return };
         while blocks.stamps.len() > capacity {
-            let Some((_, hash)) = blocks.order.pop_first() else { break };
-            blocks.stamps.remove(&hash);
+            let Some(hash) = blocks.pop_oldest() else { break };
             if let Some(owners) = self.owners.get_mut(&hash) {
-                owners.retain(|(p, _)| *p != pod);
+                owners.retain(|(p, _)| *p != id);
                 if owners.is_empty() {
                     self.owners.remove(&hash);
                 }
@@ -82,10 +140,11 @@ impl PrefixIndex {
 
     /// Drops a pod that left the pool.
     pub fn forget(&mut self, pod: Endpoint) {
+        let Some(&id) = self.ids.get(&pod) else { return };
         if let Some(blocks) = self.pods.remove(&pod) {
             for hash in blocks.stamps.keys() {
                 if let Some(owners) = self.owners.get_mut(hash) {
-                    owners.retain(|(p, _)| *p != pod);
+                    owners.retain(|(p, _)| *p != id);
                     if owners.is_empty() {
                         self.owners.remove(hash);
                     }
@@ -148,6 +207,26 @@ mod tests {
     }
 
     #[test]
+    fn a_block_used_again_is_the_last_evicted() {
+        let mut index = PrefixIndex::new(4);
+        index.record(pod(1), &[1, 2, 3], 3);
+        index.record(pod(1), &[1], 3);
+        index.record(pod(1), &[4], 3);
+        assert_eq!(index.matched_blocks(pod(1), &[1]), 1, "block 1 was used again");
+        assert_eq!(index.matched_blocks(pod(1), &[2]), 0, "block 2 was the least recent");
+    }
+
+    #[test]
+    fn repeated_hits_do_not_grow_the_eviction_queue_without_bound() {
+        let mut index = PrefixIndex::new(4);
+        for _ in 0..10_000 {
+            index.record(pod(1), &[1, 2, 3, 4], 100);
+        }
+        let blocks = index.pods.get(&pod(1)).unwrap();
+        assert!(blocks.order.len() <= 2 * blocks.stamps.len() + COMPACT_SLACK, "{}", blocks.order.len());
+    }
+
+    #[test]
     fn forgetting_a_pod_removes_its_blocks() {
         let mut index = PrefixIndex::new(4);
         index.record(pod(1), &[1, 2], 10);
@@ -168,12 +247,15 @@ mod tests {
             }
             for p in 0..6 {
                 prop_assert!(index.blocks_of(pod(p)) <= capacity);
+                if let Some(blocks) = index.pods.get(&pod(p)) {
+                    prop_assert!(blocks.order.len() <= 2 * blocks.stamps.len() + COMPACT_SLACK);
+                }
             }
             for owners in index.owners.values() {
                 prop_assert!(owners.len() <= max_owners as usize);
                 prop_assert!(!owners.is_empty());
             }
-            let from_owners: usize = index.owners.values().map(Vec::len).sum();
+            let from_owners: usize = index.owners.values().map(|o| o.len()).sum();
             prop_assert_eq!(from_owners, index.total_entries());
         }
     }

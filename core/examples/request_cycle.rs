@@ -1,0 +1,65 @@
+//! Times the filter's per-request work in `infergate-core` (parse, route, explain,
+//! record the prefix, release) on unique 4 KiB prompts over 8 pods. Run natively, or
+//! for wasm32-wasip1 under Node's V8 (`node scripts/wasi-runner.mjs FILE.wasm`) to see
+//! what the same code costs in the engine Envoy embeds.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+use infergate_core::endpoint::Endpoint;
+use infergate_core::request::parse_request;
+use infergate_core::router::{LocalLedger, Router};
+
+fn body(sequence: u64) -> Vec<u8> {
+    let filler: String = "the quick brown fox jumps over the lazy dog ".repeat(90);
+    format!("{{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"{sequence:016} {filler}\"}}]}}")
+        .into_bytes()
+}
+
+fn main() {
+    let pods: Vec<Endpoint> = (0..8).map(|i| Endpoint::new(SocketAddr::from(([10, 0, 0, i + 1], 8000)))).collect();
+    let config = RoutingConfig {
+        settings: RoutingSettings::default(),
+        pools: vec![PoolConfig {
+            name: "fleet".into(),
+            engine: Default::default(),
+            endpoints: pods,
+            discovery: None,
+            profile: None,
+            weights: None,
+        }],
+        models: vec![ModelConfig { name: "m".into(), pool: "fleet".into(), adapter: None }],
+    };
+    let mut router = Router::new(config, 1);
+    let mut ledger = LocalLedger::default();
+    let requests = 30_000u64;
+    let mut spent = [0f64; 5];
+    for i in 0..requests {
+        let body = body(i);
+        let t0 = Instant::now();
+        let Ok(request) = parse_request(&body) else { return };
+        let t1 = Instant::now();
+        let Ok(decision) = router.route(&request, 1000, &mut ledger) else { return };
+        let t2 = Instant::now();
+        let explanation = decision.explain();
+        let t3 = Instant::now();
+        router.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
+        let t4 = Instant::now();
+        router.release(decision.chosen.endpoint, &mut ledger);
+        let t5 = Instant::now();
+        for (slot, d) in spent.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]) {
+            *slot += d.as_secs_f64() * 1e6;
+        }
+        std::hint::black_box(explanation);
+    }
+    let per = |k: usize| spent[k] / requests as f64;
+    println!(
+        "µs per request: parse {:.1}, route {:.1}, explain {:.1}, record prefix {:.1}, release {:.1}",
+        per(0),
+        per(1),
+        per(2),
+        per(3),
+        per(4)
+    );
+}
