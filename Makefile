@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench   the discrete-event benchmark, quick suite (minutes): every policy on every workload"
 	@echo "make bench-full  the same with the full sweeps"
 	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
+	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -74,6 +75,13 @@ bench: setup wasm build
 bench-agent: setup wasm
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/agent_scale --out bench/results/agent-scale
+
+# Plain Envoy against Envoy with the filter, near-instant pods, 1 KiB to 1 MiB bodies at
+# concurrency 1, 32 and 150; then the criterion micro-benchmarks of the hot path.
+bench-datapath: setup wasm
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/datapath --out bench/results/datapath
+	cargo bench --locked -p infergate-bench --bench hot_path
 
 bench-full: setup wasm build
 	cargo run --release --locked -p infergate-bench -- --suite full
