@@ -63,3 +63,29 @@ async fn a_hanging_pod_costs_the_snapshot_no_more_than_the_scrape_timeout() {
     }
     assert_eq!(scraper.failing_pods().copied().collect::<Vec<_>>(), vec![Endpoint::new(hanging)]);
 }
+
+/// `metrics-agent parse` on a file and on a URL prints the same normalized signals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parse_command_reads_a_file_and_a_url() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/vllm-v1_qwen3-0.6b.txt");
+    let url = format!("http://{}/metrics", serve_metrics(VLLM_SAMPLE).await);
+    let mut outputs = Vec::new();
+    for source in [file.to_string(), url] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_metrics-agent"))
+            .args(["parse", "--engine", "auto", &source])
+            .output()
+            .await
+            .unwrap();
+        assert!(output.status.success(), "{source}: {}", String::from_utf8_lossy(&output.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(json["kv_cache_usage"].is_number(), "{json}");
+        outputs.push(json);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_metrics-agent"))
+        .args(["parse", "/nonexistent/metrics.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/metrics.txt"));
+}
