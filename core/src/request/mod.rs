@@ -60,7 +60,16 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
             "The request body is empty; send a JSON object with a `model` field.",
         ));
     }
-    let parsed: Body<'_> = serde_json::from_slice(body).map_err(|e| {
+    // serde_json skips unknown fields without checking their UTF-8; the model server
+    // would then choke on what the gateway let through, so the whole body is checked.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        ApiError::invalid_request(
+            "invalid_json",
+            None,
+            format!("The request body is not valid UTF-8: invalid byte at offset {}.", e.valid_up_to()),
+        )
+    })?;
+    let parsed: Body<'_> = serde_json::from_str(text).map_err(|e| {
         let text = e.to_string();
         let param = if text.contains("`model`") {
             Some("model")
