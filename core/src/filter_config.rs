@@ -14,6 +14,8 @@ pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
 pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
 /// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.
 pub const GENERATION_KEY: &str = "infergate.generation";
+/// The highest snapshot sequence admitted: a push at or below it is a replay, refused.
+pub const SEQUENCE_KEY: &str = "infergate.sequence";
 /// Shared-data key prefix of a pod's in-flight count (4 bytes, little endian), updated
 /// with compare-and-swap by every worker: `infergate.inflight.<ip:port>`.
 pub const INFLIGHT_KEY_PREFIX: &str = "infergate.inflight.";

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
-use infergate_core::filter_config::{ControlRole, SNAPSHOT_PATH, SNAPSHOT_QUEUE};
+use infergate_core::filter_config::{ControlRole, SEQUENCE_KEY, SNAPSHOT_PATH, SNAPSHOT_QUEUE};
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
@@ -71,6 +71,17 @@ impl ControlHttp {
                 return self.answer(400, &err.to_string());
             }
         };
+        if let Err(highest) = claim_sequence(snapshot.sequence) {
+            self.shared.metrics.invalid.increment();
+            log::warn!(
+                "infergate control: refused snapshot {}: not newer than {highest} (a replay, or a second agent)",
+                snapshot.sequence
+            );
+            return self.answer(
+                409,
+                &format!("sequence {} is not newer than {highest}, the newest admitted", snapshot.sequence),
+            );
+        }
         let Some(queue) = self.shared.queue() else {
             return self.answer(503, "the snapshot queue is not registered yet; is the singleton configured?");
         };
@@ -84,6 +95,23 @@ impl ControlHttp {
         host::reply(204, vec![], b"");
         Action::Pause
     }
+}
+
+/// Records `sequence` as the newest admitted, or returns the newer one already there.
+/// Compare-and-swap, because every worker's control context admits pushes.
+fn claim_sequence(sequence: u64) -> Result<(), u64> {
+    for _ in 0..16 {
+        let (value, cas) = host::shared_data_with_cas(SEQUENCE_KEY);
+        let highest = value.as_deref().and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes);
+        if value.is_some() && sequence <= highest {
+            return Err(highest);
+        }
+        if host::set_shared_data_cas(SEQUENCE_KEY, &sequence.to_le_bytes(), cas).is_ok() {
+            return Ok(());
+        }
+    }
+    // Contended that long, admit it: the singleton keeps the newest in queue order.
+    Ok(())
 }
 
 impl Context for ControlHttp {}

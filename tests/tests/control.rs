@@ -36,6 +36,11 @@ async fn bad_pushes_are_refused_and_routing_keeps_the_last_good_snapshot() {
     assert!(stack.stat("infergate.control.unauthorized").await.unwrap_or(0) >= 2);
     assert!(stack.stat("infergate.control.invalid").await.unwrap_or(0) >= 3);
 
+    // A replay: a valid, authenticated snapshot whose sequence is not newer.
+    let replay = stack.snapshot_favouring(stack.fleet.pods[0], 1).encode().unwrap();
+    assert_eq!(stack.push_snapshot(Some(TOKEN), replay).await, 409);
+    assert_eq!(stack.stat("infergate.control.accepted").await.unwrap_or(0), accepted);
+
     for _ in 0..10 {
         assert_eq!(stack.chat("m", 1).await.served_by(), Some(best.to_string().as_str()));
     }
