@@ -37,6 +37,25 @@ async fn next(updates: &mut mpsc::UnboundedReceiver<PoolEndpoints>) -> (BTreeSet
     (update.endpoints.iter().map(|e| e.to_string()).collect(), started.elapsed())
 }
 
+/// The pools' discovery for a config, against the API server at `url`; it runs while
+/// the returned config sender lives.
+struct Following {
+    task: tokio::task::JoinHandle<()>,
+    _config: watch::Sender<Arc<InfergateConfig>>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn follow(url: &str, yaml: &str) -> (Following, mpsc::UnboundedReceiver<PoolEndpoints>) {
+    let (config_sender, configs) = watch::channel(config(yaml));
+    let (sender, updates) = mpsc::unbounded_channel();
+    (Following { task: tokio::spawn(follow_pools(client(url), configs, sender)), _config: config_sender }, updates)
+}
+
 fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
@@ -71,9 +90,7 @@ pools:
     discovery: {pods: {namespace: default, match_labels: {app: vllm-llama}, target_ports: [8000, 8001]}}
 models: [{name: llama, pool: llama}]
 "#;
-    let (_config_sender, configs) = watch::channel(config(yaml));
-    let (sender, mut updates) = mpsc::unbounded_channel();
-    let follower = tokio::spawn(follow_pools(client(&running.url), configs, sender));
+    let (_following, mut updates) = follow(&running.url, yaml);
 
     // The list: only the Ready, non-terminating pod, on both data-parallel ports.
     let (pods, _) = next(&mut updates).await;
@@ -134,7 +151,6 @@ models: [{name: llama, pool: llama}]
     api.wait_for_watch(PODS, 2).await;
     let last_watch = api.requests().into_iter().rfind(|r| r.contains("watch=true")).unwrap();
     assert!(last_watch.contains("resourceVersion=300"), "{last_watch}");
-    follower.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,9 +198,7 @@ pools:
     discovery: {inference_pool: {name: llama}}
 models: [{name: llama, pool: llama}]
 "#;
-    let (_config_sender, configs) = watch::channel(config(yaml));
-    let (sender, mut updates) = mpsc::unbounded_channel();
-    let follower = tokio::spawn(follow_pools(client(&running.url), configs, sender));
+    let (_following, mut updates) = follow(&running.url, yaml);
     // The replayed server does not filter: the selector must be in the request.
     let (pods, _) = next(&mut updates).await;
     assert!(pods.contains("10.244.1.1:8000"), "{pods:?}");
@@ -215,7 +229,6 @@ models: [{name: llama, pool: llama}]
     assert!(api.send_event(POOLS, event("DELETED", inference_pool("sglang-llama", 30000, "31"))));
     let (pods, _) = next(&mut updates).await;
     assert!(pods.is_empty());
-    follower.abort();
 }
 
 const CONFIGS: &str = "/apis/infergate.io/v1alpha1/namespaces/default/inferencegatewayconfigs";
