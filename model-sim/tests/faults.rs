@@ -72,3 +72,25 @@ async fn streaming_reports_usage_when_asked() {
     assert!(text.contains("\"completion_tokens\":3"));
     assert!(text.trim_end().ends_with("data: [DONE]"));
 }
+
+/// A prompt that can never fit the KV cache is refused at once, as vLLM does, instead
+/// of waiting forever.
+#[tokio::test]
+async fn a_prompt_longer_than_the_kv_cache_is_refused_not_queued_forever() {
+    let (base, client) = start_pod().await;
+    let capacity = EngineProfile::TINY.kv_capacity_tokens() as usize;
+    let prompt = "x".repeat(capacity * 4 + 64);
+    let response = client
+        .post(format!("{base}/v1/chat/completions"))
+        .timeout(Duration::from_secs(2))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "context_length_exceeded", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("maximum context length"), "{body}");
+    // A prompt that fits is still served.
+    assert_eq!(chat(&client, &base).await.unwrap().status(), 200);
+}

@@ -132,6 +132,17 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
         return openai_error(status, "injected_fault", "model-sim injected this error");
     }
     let prompt = request.prompt_text();
+    // Like vLLM, refuse what can never fit, rather than queue it forever.
+    let prompt_tokens = prompt.len().div_ceil(crate::engine::CHARS_PER_TOKEN) as u64;
+    let wanted = prompt_tokens + u64::from(request.output_tokens());
+    if wanted > pod.max_context_tokens() {
+        let message = format!(
+            "This model's maximum context length is {} tokens. However, you requested {wanted} tokens ({prompt_tokens} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
+            pod.max_context_tokens(),
+            request.output_tokens()
+        );
+        return openai_error(StatusCode::BAD_REQUEST, "context_length_exceeded", &message);
+    }
     let events = pod.driver().submit(prompt, request.output_tokens(), pod.adapter_for(&request.model));
     if request.stream { stream(pod, request, flavor, events) } else { whole(pod, request, flavor, events).await }
 }

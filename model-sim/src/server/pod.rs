@@ -107,6 +107,11 @@ impl Pod {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The most tokens (prompt and completion) one request can hold: the KV cache.
+    pub fn max_context_tokens(&self) -> u64 {
+        self.spec.profile.kv_capacity_tokens()
+    }
+
     pub fn faults(&self) -> Faults {
         self.faults.read().map(|f| f.clone()).unwrap_or_default()
     }
