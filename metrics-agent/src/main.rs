@@ -166,7 +166,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
         None if initial.pools.iter().any(|p| p.discovery.is_some()) => Some(kube_client().await?),
         None => None,
     };
-    let fleet = follow_fleet(config, kube);
     let controls = if args.controls.is_empty() {
         vec![format!("http://{}", initial.gateway.control)]
     } else {
@@ -178,9 +177,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let mut pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
-    let mut fleet_changes = fleet;
+    let mut fleet_changes = follow_fleet(config, kube);
     let mut scraper = FleetScraper::new(client, fleet_changes.borrow_and_update().clone());
-    let mut push_state = PushState::new(pusher.targets().len());
     let mut next_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -199,7 +197,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
         // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
         next_round = tokio::time::Instant::now() + interval.mul_f64(0.9 + fastrand::f64() * 0.2);
-        round(&mut scraper, &mut pusher, &telemetry, &mut push_state).await;
+        round(&mut scraper, &mut pusher, &telemetry).await;
     }
     server.abort();
     tracing::info!("metrics-agent stopped");
@@ -255,6 +253,7 @@ fn follow_fleet(
     kube: Option<kube::Client>,
 ) -> watch::Receiver<Fleet> {
     let (updates_sender, mut updates) = mpsc::unbounded_channel();
+    let discovering = kube.is_some();
     if let Some(client) = kube {
         tokio::spawn(kubernetes::follow_pools(client, configs.clone(), updates_sender));
     }
@@ -267,6 +266,9 @@ fn follow_fleet(
                         return;
                     }
                     let config = Arc::clone(&configs.borrow_and_update());
+                    if !discovering && config.pools.iter().any(|p| p.discovery.is_some()) {
+                        tracing::error!("the new config has a pool with `discovery`, but this agent started without Kubernetes access; restart it to discover pods");
+                    }
                     fleet_sender.send_modify(|fleet| fleet.set_config(config));
                 }
                 Some(update) = updates.recv() => {
@@ -278,25 +280,13 @@ fn follow_fleet(
     fleet
 }
 
-/// Whether each gateway is failing, and since when it has its snapshot.
-struct PushState {
-    failing: Vec<bool>,
-    last_success: Vec<Option<Instant>>,
-}
-
-impl PushState {
-    fn new(targets: usize) -> Self {
-        Self { failing: vec![false; targets], last_success: vec![None; targets] }
-    }
-}
-
 /// One scrape of every pod and one push to every gateway.
-async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry, state: &mut PushState) {
+async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry) {
     let scrape_started = Instant::now();
     let snapshot = scraper.scrape().await;
     telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
     telemetry.pods.set(i64::try_from(scraper.targets().len()).unwrap_or(i64::MAX));
-    for pod in scraper.failing_pods() {
+    for pod in scraper.failed_last_round() {
         telemetry.scrape_errors.get_or_create(&PodLabel { pod: pod.to_string() }).inc();
     }
     telemetry.snapshots.inc();
@@ -308,36 +298,27 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
         }
     };
     telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
+    let size = bytes.len();
     let push_started = Instant::now();
-    let results = pusher.push(&bytes).await;
+    let attempts = pusher.push(bytes.into()).await;
     telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
     let now = Instant::now();
     let mut all_ok = true;
-    for (i, (target, result)) in pusher.targets().iter().zip(results).enumerate() {
+    for (target, attempt) in pusher.targets().iter().zip(attempts) {
         let label = TargetLabel { target: target.clone() };
-        let (Some(failing), Some(last_success)) = (state.failing.get_mut(i), state.last_success.get_mut(i)) else {
-            continue;
-        };
-        match result {
-            Some(Ok(())) => {
-                *last_success = Some(now);
-                if *failing {
-                    tracing::info!(%target, "push recovered");
-                    *failing = false;
-                }
-                tracing::debug!(%target, sequence = snapshot.sequence, bytes = bytes.len(), "pushed");
-            }
+        match attempt.result {
+            Some(Ok(())) if attempt.was_failing => tracing::info!(%target, "push recovered"),
+            Some(Ok(())) => tracing::debug!(%target, sequence = snapshot.sequence, bytes = size, "pushed"),
             Some(Err(e)) => {
                 all_ok = false;
                 telemetry.push_errors.get_or_create(&label).inc();
-                if !*failing {
+                if !attempt.was_failing {
                     tracing::warn!(%target, error = %e, "push failed; retrying with backoff");
-                    *failing = true;
                 }
             }
             None => all_ok = false,
         }
-        let age = last_success.map_or(f64::INFINITY, |at| now.duration_since(at).as_secs_f64());
+        let age = attempt.last_success.map_or(f64::INFINITY, |at| now.saturating_duration_since(at).as_secs_f64());
         telemetry.push_age_seconds.get_or_create(&label).set(age);
     }
     telemetry.set_ready(all_ok);

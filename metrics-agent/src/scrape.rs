@@ -81,6 +81,8 @@ pub struct FleetScraper {
     last: HashMap<Endpoint, PodState>,
     learners: HashMap<Endpoint, RateLearner>,
     failing: HashMap<Endpoint, Failure>,
+    /// Pods whose scrape failed in the last round (pods left alone in backoff are not).
+    failed_last_round: Vec<Endpoint>,
     sequence: u64,
 }
 
@@ -93,6 +95,7 @@ impl FleetScraper {
             last: HashMap::new(),
             learners: HashMap::new(),
             failing: HashMap::new(),
+            failed_last_round: Vec::new(),
             // Start from the clock so that a restarted agent's sequence keeps rising.
             sequence: unix_ms(),
         }
@@ -122,9 +125,14 @@ impl FleetScraper {
         changed
     }
 
-    /// Pods whose last scrape failed.
+    /// Pods whose last scrape failed, backing off now or not.
     pub fn failing_pods(&self) -> impl Iterator<Item = &Endpoint> {
         self.failing.keys()
+    }
+
+    /// Pods whose scrape failed in the last round: one failed scrape each.
+    pub fn failed_last_round(&self) -> &[Endpoint] {
+        &self.failed_last_round
     }
 
     /// Scrapes all pods at once; the slowest pod costs at most the scrape timeout. A
@@ -148,6 +156,7 @@ impl FleetScraper {
         let routing = config.routing_config();
         let interval_ms = config.agent.scrape_interval_ms;
         let targets = self.targets.clone();
+        self.failed_last_round.clear();
         for (target, result) in targets.into_iter().zip(results) {
             let state = match result {
                 Some(result) => self.update(target.endpoint, result, now, interval_ms),
@@ -179,6 +188,7 @@ impl FleetScraper {
                 PodState { address: endpoint, ready: true, scraped_at_ms: Some(now), signals: Some(signals) }
             }
             Err(error) => {
+                self.failed_last_round.push(endpoint);
                 let message = error.to_string();
                 let failure = self.failing.entry(endpoint).or_insert(Failure {
                     message: String::new(),

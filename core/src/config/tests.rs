@@ -84,3 +84,54 @@ fn model_names_must_be_header_safe() {
     assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME_BYTES + 1)).is_err());
     assert!(check_model_name("meta-llama/Llama-3.1-8B-Instruct").is_ok());
 }
+
+#[test]
+fn discovery_sources_are_checked_and_reported_by_field() {
+    let with = |discovery: &str| {
+        format!("version: 1\npools:\n  - name: a\n    discovery: {discovery}\nmodels: [{{name: m, pool: a}}]\n")
+    };
+    let ok = with("{pods: {match_labels: {app.kubernetes.io/name: vllm, tier: \"\"}, target_ports: [8000, 8001]}}");
+    let config = InfergateConfig::from_yaml_str(&ok, "infergate.yaml").unwrap();
+    let pods = config.pools[0].discovery.as_ref().and_then(|d| d.pods.as_ref()).unwrap();
+    assert_eq!(pods.namespace, "default");
+    assert_eq!(pods.label_selector(), "app.kubernetes.io/name=vllm,tier=");
+    let cases = [
+        ("{}", "pools[0].discovery", "exactly one"),
+        (
+            "{pods: {match_labels: {app: a}, target_ports: [1]}, inference_pool: {name: p}}",
+            "pools[0].discovery",
+            "exactly one",
+        ),
+        ("{pods: {match_labels: {}, target_ports: [1]}}", "pools[0].discovery.pods.match_labels", "at least one"),
+        (
+            "{pods: {match_labels: {app: \"a,b=c\"}, target_ports: [1]}}",
+            "pools[0].discovery.pods.match_labels",
+            "(of app) is not a label value",
+        ),
+        (
+            "{pods: {match_labels: {\"a b\": x}, target_ports: [1]}}",
+            "pools[0].discovery.pods.match_labels",
+            "label key",
+        ),
+        (
+            "{pods: {match_labels: {app: a}, target_ports: []}}",
+            "pools[0].discovery.pods.target_ports",
+            "between 1 and 8",
+        ),
+        ("{pods: {match_labels: {app: a}, target_ports: [0]}}", "pools[0].discovery.pods.target_ports[0]", "port 0"),
+        (
+            "{pods: {namespace: Prod, match_labels: {app: a}, target_ports: [1]}}",
+            "pools[0].discovery.pods.namespace",
+            "RFC 1123",
+        ),
+        ("{inference_pool: {name: My_Pool}}", "pools[0].discovery.inference_pool.name", "RFC 1123"),
+    ];
+    for (discovery, path, message) in cases {
+        let err = error_of(&with(discovery));
+        assert_eq!(err.path, path, "{discovery}: {err}");
+        assert!(err.message.contains(message), "{discovery}: {err}");
+    }
+    // A pool with neither endpoints nor discovery says both are possible.
+    let err = error_of("version: 1\npools:\n  - name: a\nmodels: [{name: m, pool: a}]\n");
+    assert!(err.message.contains("`discovery`"), "{err}");
+}

@@ -143,6 +143,19 @@ fn check_discovery(discovery: &Discovery, at: &FieldPath) -> Result<(), ConfigEr
             if selector.match_labels.is_empty() {
                 return Err(ConfigError::at(&at.key("match_labels"), "at least one label is required"));
             }
+            // The labels go into the API server's `labelSelector` query: a comma or an
+            // `=` inside one would change what is selected.
+            for (key, value) in &selector.match_labels {
+                if !is_label_key(key) {
+                    return Err(ConfigError::at(&at.key("match_labels"), format!("{key:?} is not a label key")));
+                }
+                if !is_label_value(value) {
+                    return Err(ConfigError::at(
+                        &at.key("match_labels"),
+                        format!("{value:?} (of {key}) is not a label value"),
+                    ));
+                }
+            }
             if selector.target_ports.is_empty() || selector.target_ports.len() > 8 {
                 return Err(ConfigError::at(&at.key("target_ports"), "give between 1 and 8 ports"));
             }
@@ -166,6 +179,23 @@ fn check_dns_label(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError::at(at, format!("{name:?} is not a valid Kubernetes name (RFC 1123 label)")))
     }
+}
+
+/// `[prefix/]name`: the name up to 63 characters of letters, digits, `-`, `_` and `.`,
+/// starting and ending alphanumeric; the prefix a DNS subdomain.
+fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
+    let prefix_ok = prefix.is_none_or(|p| !p.is_empty() && p.len() <= 253 && p.split('.').all(is_dns_label));
+    prefix_ok && !name.is_empty() && is_label_value(name)
+}
+
+/// Empty, or up to 63 letters, digits, `-`, `_` and `.`, starting and ending alphanumeric.
+fn is_label_value(value: &str) -> bool {
+    value.is_empty()
+        || (value.len() <= 63
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && value.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }
 
 fn is_dns_label(name: &str) -> bool {
