@@ -3,10 +3,12 @@
 //! most `max_owners` pods.
 //!
 //! Every answered request records all its blocks (64 for a 4 KiB prompt), so this is
-//! the hottest structure of the filter. Block hashes are already xxHash64 outputs, so
-//! the maps use them as their own hash; the LRU order is an append-only queue in which
-//! re-used blocks leave stale entries that eviction skips and compaction drops; owners
-//! are pod numbers, held inline when there is one (unshared blocks are most blocks).
+//! the hottest structure of the filter. One map, from block hash to its owners with the
+//! time each last used it, answers both "does this pod hold this block" and "who to
+//! evict"; block hashes are already xxHash64 outputs, so the map uses them as their own
+//! hash. Each pod's LRU order is an append-only queue in which re-used or stolen blocks
+//! leave stale entries that eviction skips and compaction drops. Owners are pod numbers,
+//! held inline when there is one (unshared blocks are most blocks).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
@@ -19,51 +21,41 @@ use crate::endpoint::Endpoint;
 /// Maps keyed by block hashes, which are uniformly distributed already.
 type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<NoHashHasher<u64>>>;
 
-/// Pods are numbered on first sight; the number outlives `forget` so that it stays
-/// stable for a pod that comes back.
+/// Pods are numbered on first sight; a forgotten pod's number, which no block lists any
+/// more, goes to the next new pod, so churn does not grow the index.
 type PodId = u32;
+
+/// Who holds one block, and when each last used it.
+type Owners = SmallVec<[(PodId, u64); 1]>;
 
 /// Stale queue entries allowed beyond one per live block before compacting.
 const COMPACT_SLACK: usize = 1024;
 
 #[derive(Debug, Default)]
 struct PodBlocks {
-    /// hash → last use.
-    stamps: HashKeyed<u64>,
-    /// (last use, hash) in use order; an entry whose stamp no longer matches
-    /// `stamps` is stale.
+    /// Blocks this pod owns now.
+    held: usize,
+    /// (stamp, hash), oldest first; an entry is live only while the block's owners list
+    /// this pod with this stamp.
     order: VecDeque<(u64, u64)>,
 }
 
-impl PodBlocks {
-    fn touch(&mut self, hash: u64, clock: u64) {
-        self.stamps.insert(hash, clock);
-        self.order.push_back((clock, hash));
-        if self.order.len() > 2 * self.stamps.len() + COMPACT_SLACK {
-            let stamps = &self.stamps;
-            self.order.retain(|(stamp, hash)| stamps.get(hash) == Some(stamp));
-        }
-    }
+fn owns(owners: &Owners, id: PodId) -> bool {
+    owners.iter().any(|(p, _)| *p == id)
+}
 
-    /// Removes and returns the least recently used block.
-    fn pop_oldest(&mut self) -> Option<u64> {
-        while let Some((stamp, hash)) = self.order.pop_front() {
-            if self.stamps.get(&hash) == Some(&stamp) {
-                self.stamps.remove(&hash);
-                return Some(hash);
-            }
-        }
-        None
-    }
+fn is_live(owners: &HashKeyed<Owners>, id: PodId, stamp: u64, hash: u64) -> bool {
+    owners.get(&hash).is_some_and(|o| o.iter().any(|&(p, s)| p == id && s == stamp))
 }
 
 #[derive(Debug)]
 pub struct PrefixIndex {
-    pods: HashMap<Endpoint, PodBlocks>,
     ids: HashMap<Endpoint, PodId>,
-    endpoints: Vec<Endpoint>,
-    /// hash → (pod, last use), at most `max_owners` each.
-    owners: HashKeyed<SmallVec<[(PodId, u64); 1]>>,
+    /// Indexed by `PodId`.
+    pods: Vec<PodBlocks>,
+    /// Numbers of forgotten pods, free for reuse.
+    free: Vec<PodId>,
+    owners: HashKeyed<Owners>,
     max_owners: usize,
     clock: u64,
 }
@@ -71,33 +63,39 @@ pub struct PrefixIndex {
 impl PrefixIndex {
     pub fn new(max_owners: u32) -> Self {
         Self {
-            pods: HashMap::new(),
             ids: HashMap::new(),
-            endpoints: Vec::new(),
+            pods: Vec::new(),
+            free: Vec::new(),
             owners: HashKeyed::default(),
             max_owners: (max_owners as usize).max(1),
             clock: 0,
         }
     }
 
-    /// How many leading blocks of `hashes` `pod` holds: the strict longest prefix.
+    /// How many of `hashes`, from the first, `pod` holds: a gap ends the match, as it
+    /// does in the engine's cache.
     pub fn matched_blocks(&self, pod: Endpoint, hashes: &[u64]) -> usize {
-        self.pods.get(&pod).map_or(0, |blocks| hashes.iter().take_while(|h| blocks.stamps.contains_key(h)).count())
+        let Some(&id) = self.ids.get(&pod) else { return 0 };
+        hashes.iter().take_while(|h| self.owners.get(h).is_some_and(|o| owns(o, id))).count()
     }
 
     fn id_of(&mut self, pod: Endpoint) -> PodId {
         if let Some(&id) = self.ids.get(&pod) {
             return id;
         }
-        let id = PodId::try_from(self.endpoints.len()).unwrap_or(PodId::MAX);
-        self.endpoints.push(pod);
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.pods.push(PodBlocks::default());
+                PodId::try_from(self.pods.len() - 1).unwrap_or(PodId::MAX)
+            }
+        };
         self.ids.insert(pod, id);
         id
     }
 
-    /// Records that `pod` now holds `hashes`, evicting its least recently used blocks
-    /// beyond `capacity_blocks`, and the least recent other owner of a block that has
-    /// `max_owners` already.
+    /// `pod` now holds `hashes` (it just served a prompt made of them), and at most
+    /// `capacity_blocks` blocks in all.
     pub fn record(&mut self, pod: Endpoint, hashes: &[u64], capacity_blocks: usize) {
         let id = self.id_of(pod);
         for &hash in hashes {
@@ -111,24 +109,55 @@ impl PrefixIndex {
                     let oldest = owners.iter().enumerate().min_by_key(|(_, (_, stamp))| *stamp).map(|(i, _)| i);
                     if let Some(index) = oldest {
                         let (evicted, _) = owners.swap_remove(index);
-                        let evicted = self.endpoints.get(evicted as usize).copied();
-                        if let Some(blocks) = evicted.and_then(|e| self.pods.get_mut(&e)) {
-                            // Its queue entry goes stale and is skipped later.
-                            blocks.stamps.remove(&hash);
+                        if let Some(blocks) = self.pods.get_mut(evicted as usize) {
+                            blocks.held = blocks.held.saturating_sub(1);
                         }
                     }
                 }
                 owners.push((id, clock));
+                if let Some(blocks) = self.pods.get_mut(id as usize) {
+                    blocks.held += 1;
+                }
             }
-            self.pods.entry(pod).or_default().touch(hash, clock);
+            if let Some(blocks) = self.pods.get_mut(id as usize) {
+                blocks.order.push_back((clock, hash));
+            }
         }
-        self.trim(pod, id, capacity_blocks.max(1));
+        self.compact(id);
+        self.trim(id, capacity_blocks.max(1));
     }
 
-    fn trim(&mut self, pod: Endpoint, id: PodId, capacity: usize) {
-        let Some(blocks) = self.pods.get_mut(&pod) else { return };
-        while blocks.stamps.len() > capacity {
-            let Some(hash) = blocks.pop_oldest() else { break };
+    /// Drops stale queue entries once they outnumber the live ones.
+    fn compact(&mut self, id: PodId) {
+        let Some(blocks) = self.pods.get_mut(id as usize) else { return };
+        if blocks.order.len() > 2 * blocks.held + COMPACT_SLACK {
+            let owners = &self.owners;
+            blocks.order.retain(|&(stamp, hash)| is_live(owners, id, stamp, hash));
+        }
+    }
+
+    /// Evicts `id`'s least recently used blocks beyond `capacity`.
+    fn trim(&mut self, id: PodId, capacity: usize) {
+        let Some(blocks) = self.pods.get_mut(id as usize) else { return };
+        while blocks.held > capacity {
+            let Some((stamp, hash)) = blocks.order.pop_front() else { break };
+            let Some(owners) = self.owners.get_mut(&hash) else { continue };
+            let before = owners.len();
+            owners.retain(|&mut (p, s)| !(p == id && s == stamp));
+            if owners.len() < before {
+                blocks.held -= 1;
+            }
+            if owners.is_empty() {
+                self.owners.remove(&hash);
+            }
+        }
+    }
+
+    /// Drops everything `pod` holds (it left the pool).
+    pub fn forget(&mut self, pod: Endpoint) {
+        let Some(&id) = self.ids.get(&pod) else { return };
+        let Some(blocks) = self.pods.get_mut(id as usize) else { return };
+        for (_, hash) in blocks.order.drain(..) {
             if let Some(owners) = self.owners.get_mut(&hash) {
                 owners.retain(|(p, _)| *p != id);
                 if owners.is_empty() {
@@ -136,33 +165,22 @@ impl PrefixIndex {
                 }
             }
         }
-    }
-
-    /// Drops a pod that left the pool.
-    pub fn forget(&mut self, pod: Endpoint) {
-        let Some(&id) = self.ids.get(&pod) else { return };
-        if let Some(blocks) = self.pods.remove(&pod) {
-            for hash in blocks.stamps.keys() {
-                if let Some(owners) = self.owners.get_mut(hash) {
-                    owners.retain(|(p, _)| *p != id);
-                    if owners.is_empty() {
-                        self.owners.remove(hash);
-                    }
-                }
-            }
-        }
+        *blocks = PodBlocks::default();
+        self.ids.remove(&pod);
+        self.free.push(id);
     }
 
     pub fn blocks_of(&self, pod: Endpoint) -> usize {
-        self.pods.get(&pod).map_or(0, |b| b.stamps.len())
+        self.ids.get(&pod).and_then(|&id| self.pods.get(id as usize)).map_or(0, |b| b.held)
     }
 
     pub fn total_entries(&self) -> usize {
-        self.pods.values().map(|b| b.stamps.len()).sum()
+        self.pods.iter().map(|b| b.held).sum()
     }
 
+    /// Pods recorded and not forgotten.
     pub fn pods(&self) -> impl Iterator<Item = &Endpoint> {
-        self.pods.keys()
+        self.ids.keys()
     }
 }
 
@@ -222,8 +240,9 @@ mod tests {
         for _ in 0..10_000 {
             index.record(pod(1), &[1, 2, 3, 4], 100);
         }
-        let blocks = index.pods.get(&pod(1)).unwrap();
-        assert!(blocks.order.len() <= 2 * blocks.stamps.len() + COMPACT_SLACK, "{}", blocks.order.len());
+        let blocks = &index.pods[0];
+        assert_eq!(blocks.held, 4);
+        assert!(blocks.order.len() <= 2 * blocks.held + COMPACT_SLACK, "{}", blocks.order.len());
     }
 
     #[test]
@@ -232,24 +251,38 @@ mod tests {
         index.record(pod(1), &[1, 2], 10);
         index.forget(pod(1));
         assert_eq!(index.total_entries(), 0);
+        assert!(index.owners.is_empty());
+        index.record(pod(2), &[1], 10);
+        assert_eq!(index.pods.len(), 1, "pod 2 reuses pod 1's number");
+        assert_eq!(index.matched_blocks(pod(1), &[1]), 0);
+        assert_eq!(index.matched_blocks(pod(2), &[1, 2]), 1);
     }
 
     proptest! {
         #[test]
         fn memory_stays_within_each_pods_capacity(
-            records in proptest::collection::vec((0u16..6, proptest::collection::vec(0u64..500, 1..40)), 1..200),
+            records in proptest::collection::vec(
+                (0u16..6, proptest::collection::vec(0u64..500, 1..40), proptest::bool::weighted(0.05)),
+                1..200,
+            ),
             capacity in 1usize..64,
             max_owners in 1u32..4,
         ) {
             let mut index = PrefixIndex::new(max_owners);
-            for (p, hashes) in &records {
-                index.record(pod(*p), hashes, capacity);
+            for (p, hashes, forget) in &records {
+                if *forget {
+                    index.forget(pod(*p));
+                    prop_assert_eq!(index.blocks_of(pod(*p)), 0);
+                } else {
+                    index.record(pod(*p), hashes, capacity);
+                }
             }
+            prop_assert!(index.pods.len() <= 6, "numbers of forgotten pods are reused");
             for p in 0..6 {
                 prop_assert!(index.blocks_of(pod(p)) <= capacity);
-                if let Some(blocks) = index.pods.get(&pod(p)) {
-                    prop_assert!(blocks.order.len() <= 2 * blocks.stamps.len() + COMPACT_SLACK);
-                }
+            }
+            for blocks in &index.pods {
+                prop_assert!(blocks.order.len() <= 2 * blocks.held + COMPACT_SLACK);
             }
             for owners in index.owners.values() {
                 prop_assert!(owners.len() <= max_owners as usize);
@@ -257,6 +290,10 @@ mod tests {
             }
             let from_owners: usize = index.owners.values().map(|o| o.len()).sum();
             prop_assert_eq!(from_owners, index.total_entries());
+            for (id, blocks) in index.pods.iter().enumerate() {
+                let owned = index.owners.values().filter(|o| owns(o, id as PodId)).count();
+                prop_assert_eq!(owned, blocks.held);
+            }
         }
     }
 }
