@@ -45,6 +45,13 @@ pub fn reply(status: u32, headers: Vec<(&str, &str)>, body: &[u8]) {
     }
 }
 
+/// Wakes this worker's root context every `period_ms` (0 stops it).
+pub fn set_tick_period_ms(period_ms: u64) {
+    if let Err(status) = hostcalls::set_tick_period(std::time::Duration::from_millis(period_ms)) {
+        log::warn!("cannot set the tick period to {period_ms} ms: {status:?}");
+    }
+}
+
 pub fn now_unix_ms() -> u64 {
     hostcalls::get_current_time()
         .ok()

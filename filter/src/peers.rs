@@ -1,18 +1,29 @@
 //! Shares prefix ownership between Envoy workers. Each worker's router registers its own
 //! shared queue and lists it in shared data; when a pod starts answering a request, the
-//! worker that routed it records the prompt's blocks locally and enqueues the record on
+//! worker that routed it records the prompt's blocks locally and sends the record to
 //! every other worker's queue. Each worker thus keeps a full local index, read without
 //! any shared-data copy on the request path.
+//!
+//! Every enqueue wakes the receiving worker's event loop, which cost more CPU than the
+//! routing decision itself when done per request (see BENCHMARKS.md). Records are
+//! therefore sent in batches: the first record after a quiet period goes at once, so
+//! a conversation's next turn finds its prefix on any worker; under load the rest wait
+//! at most `FLUSH_PERIOD_MS` for this worker's tick.
 
 use std::cell::{Cell, RefCell};
 
 use infergate_core::filter_config::{PREFIX_PEERS_KEY, PREFIX_QUEUE_PREFIX};
+use infergate_core::prefix::PrefixRecord;
 
 use crate::host;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
 const CAS_ATTEMPTS: usize = 16;
+/// Longest a record waits before the other workers see it.
+const FLUSH_PERIOD_MS: u64 = 5;
+/// Hashes that make a batch go at once.
+const FLUSH_HASHES: usize = 8_192;
 
 pub struct PrefixPeers {
     vm_id: String,
@@ -22,6 +33,11 @@ pub struct PrefixPeers {
     peers: RefCell<Vec<(String, Option<u32>)>>,
     /// The registry version the peer list was read at.
     seen_cas: Cell<Option<u32>>,
+    /// Records not sent yet, oldest first, and how many hashes they hold.
+    pending: RefCell<Vec<PrefixRecord>>,
+    pending_hashes: Cell<usize>,
+    last_flush_ms: Cell<u64>,
+    ticking: Cell<bool>,
 }
 
 impl PrefixPeers {
@@ -45,6 +61,10 @@ impl PrefixPeers {
             own_queue,
             peers: RefCell::new(Vec::new()),
             seen_cas: Cell::new(None),
+            pending: RefCell::new(Vec::new()),
+            pending_hashes: Cell::new(0),
+            last_flush_ms: Cell::new(0),
+            ticking: Cell::new(false),
         }
     }
 
@@ -52,8 +72,45 @@ impl PrefixPeers {
         self.own_queue
     }
 
-    /// Enqueues `record` on every other worker's queue.
-    pub fn broadcast(&self, record: &[u8]) {
+    /// Sends `record` to every other worker, now or with the next batch.
+    pub fn share(&self, record: PrefixRecord, now_ms: u64) {
+        let Ok(mut pending) = self.pending.try_borrow_mut() else { return };
+        self.pending_hashes.set(self.pending_hashes.get().saturating_add(record.hashes.len()));
+        pending.push(record);
+        drop(pending);
+        let quiet = now_ms.saturating_sub(self.last_flush_ms.get()) >= FLUSH_PERIOD_MS;
+        if quiet || self.pending_hashes.get() >= FLUSH_HASHES {
+            self.flush(now_ms);
+        } else if !self.ticking.get() {
+            host::set_tick_period_ms(FLUSH_PERIOD_MS);
+            self.ticking.set(true);
+        }
+    }
+
+    /// The worker's tick: sends what waits, then stops ticking until the next batch.
+    pub fn on_tick(&self, now_ms: u64) {
+        self.flush(now_ms);
+        if self.ticking.get() {
+            host::set_tick_period_ms(0);
+            self.ticking.set(false);
+        }
+    }
+
+    fn flush(&self, now_ms: u64) {
+        let Ok(mut pending) = self.pending.try_borrow_mut() else { return };
+        if pending.is_empty() {
+            return;
+        }
+        let message = PrefixRecord::encode_all(&pending);
+        pending.clear();
+        drop(pending);
+        self.pending_hashes.set(0);
+        self.last_flush_ms.set(now_ms);
+        self.broadcast(&message);
+    }
+
+    /// Enqueues `message` on every other worker's queue.
+    fn broadcast(&self, message: &[u8]) {
         self.refresh();
         let Ok(mut peers) = self.peers.try_borrow_mut() else { return };
         for (name, queue) in peers.iter_mut() {
@@ -61,7 +118,7 @@ impl PrefixPeers {
                 *queue = host::resolve_queue(&self.vm_id, name);
             }
             if let Some(id) = *queue {
-                if host::enqueue(id, record).is_err() {
+                if host::enqueue(id, message).is_err() {
                     *queue = None;
                 }
             }

@@ -66,6 +66,12 @@ impl RootContext for PluginRoot {
         }
     }
 
+    fn on_tick(&mut self) {
+        if let Some(Role::Router(shared)) = &self.role {
+            shared.on_tick();
+        }
+    }
+
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`, so every role answers with some context.
         Some(match &self.role {

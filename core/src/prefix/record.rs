@@ -1,11 +1,12 @@
-//! A prefix record as one Envoy worker tells the others: pod and block hashes, in
-//! MessagePack. Bounded on decode so a corrupt record cannot allocate much.
+//! Prefix records as one Envoy worker tells the others: pod and block hashes, in
+//! MessagePack, several records to a message. Bounded on decode so a corrupt message
+//! cannot allocate much.
 
 use serde::{Deserialize, Serialize};
 
 use crate::endpoint::Endpoint;
 
-/// Most hashes one record may carry.
+/// Most hashes one message may carry, over all its records.
 pub const MAX_RECORD_HASHES: usize = 65_536;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,16 +16,18 @@ pub struct PrefixRecord {
 }
 
 impl PrefixRecord {
-    pub fn encode(&self) -> Vec<u8> {
-        rmp_serde::to_vec(self).unwrap_or_default()
+    /// One message carrying `records`, oldest first.
+    pub fn encode_all(records: &[PrefixRecord]) -> Vec<u8> {
+        rmp_serde::to_vec(records).unwrap_or_default()
     }
 
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() > MAX_RECORD_HASHES * 9 + 64 {
+    pub fn decode_all(bytes: &[u8]) -> Option<Vec<PrefixRecord>> {
+        if bytes.len() > MAX_RECORD_HASHES * 9 + 64 * 1024 {
             return None;
         }
-        let record: PrefixRecord = rmp_serde::from_slice(bytes).ok()?;
-        (record.hashes.len() <= MAX_RECORD_HASHES).then_some(record)
+        let records: Vec<PrefixRecord> = rmp_serde::from_slice(bytes).ok()?;
+        let hashes: usize = records.iter().map(|r| r.hashes.len()).sum();
+        (hashes <= MAX_RECORD_HASHES).then_some(records)
     }
 }
 
@@ -34,8 +37,18 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_garbage() {
-        let record = PrefixRecord { pod: "10.0.0.1:8000".parse().unwrap(), hashes: vec![1, u64::MAX, 3] };
-        assert_eq!(PrefixRecord::decode(&record.encode()), Some(record));
-        assert_eq!(PrefixRecord::decode(b"\xc1\x00garbage"), None);
+        let records = vec![
+            PrefixRecord { pod: "10.0.0.1:8000".parse().unwrap(), hashes: vec![1, u64::MAX, 3] },
+            PrefixRecord { pod: "10.0.0.2:8000".parse().unwrap(), hashes: vec![7] },
+        ];
+        assert_eq!(PrefixRecord::decode_all(&PrefixRecord::encode_all(&records)), Some(records));
+        assert_eq!(PrefixRecord::decode_all(b"\xc1\x00garbage"), None);
+    }
+
+    #[test]
+    fn a_message_over_the_hash_bound_is_refused() {
+        let pod: Endpoint = "10.0.0.1:8000".parse().unwrap();
+        let records = vec![PrefixRecord { pod, hashes: vec![1; MAX_RECORD_HASHES / 2 + 1] }; 2];
+        assert_eq!(PrefixRecord::decode_all(&PrefixRecord::encode_all(&records)), None);
     }
 }

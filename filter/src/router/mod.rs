@@ -105,7 +105,11 @@ impl RouterShared {
         if let Ok(mut router) = self.router.try_borrow_mut() {
             router.record_prefix(pod, &hashes);
         }
-        self.peers.broadcast(&PrefixRecord { pod, hashes }.encode());
+        self.peers.share(PrefixRecord { pod, hashes }, host::now_unix_ms());
+    }
+
+    pub fn on_tick(&self) {
+        self.peers.on_tick(host::now_unix_ms());
     }
 
     /// Applies the prefix records other workers queued for this one.
@@ -115,8 +119,8 @@ impl RouterShared {
         }
         let Ok(mut router) = self.router.try_borrow_mut() else { return };
         while let Some(bytes) = host::dequeue(queue_id) {
-            match PrefixRecord::decode(&bytes) {
-                Some(record) => router.record_prefix(record.pod, &record.hashes),
+            match PrefixRecord::decode_all(&bytes) {
+                Some(records) => records.iter().for_each(|r| router.record_prefix(r.pod, &r.hashes)),
                 None => log::warn!("infergate router: dropped an undecodable prefix record"),
             }
         }
