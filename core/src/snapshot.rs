@@ -1,6 +1,10 @@
 //! The snapshot the metrics agent pushes to every Envoy: the routing config plus what
 //! each pod last reported. One definition serves the agent (encode) and the filter
 //! (decode); it travels as MessagePack with named fields so that fields can be added.
+//!
+//! The routing config inside travels as JSON text: the filter already reads the same
+//! types from JSON in its plugin configuration, and a second, MessagePack, instance of
+//! every config type's deserializer would double the largest part of the `.wasm`.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +12,7 @@ use crate::config::RoutingConfig;
 use crate::endpoint::Endpoint;
 
 /// Bumped on any change a reader of the previous version would misread.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2;
 /// Largest snapshot the control listener accepts.
 pub const MAX_SNAPSHOT_BYTES: usize = 4 * 1024 * 1024;
 const MAX_PODS_PER_POOL: usize = 4096;
@@ -20,6 +24,7 @@ pub struct Snapshot {
     pub sequence: u64,
     /// Unix time in milliseconds when the agent built it.
     pub created_at_ms: u64,
+    #[serde(with = "routing_as_json")]
     pub routing: RoutingConfig,
     pub pools: Vec<PoolState>,
 }
@@ -90,6 +95,30 @@ pub enum SnapshotError {
     BadSignal { address: Endpoint },
 }
 
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u32,
+}
+
+/// The routing config as a JSON string field.
+mod routing_as_json {
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::config::RoutingConfig;
+
+    pub fn serialize<S: Serializer>(config: &RoutingConfig, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(config).map_err(S::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RoutingConfig, D::Error> {
+        let text = <&str>::deserialize(deserializer)?;
+        serde_json::from_str(text).map_err(|err| D::Error::custom(format!("routing: {err}")))
+    }
+}
+
 impl Snapshot {
     pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
         rmp_serde::to_vec_named(self)
@@ -100,7 +129,14 @@ impl Snapshot {
         if bytes.len() > MAX_SNAPSHOT_BYTES {
             return Err(SnapshotError::TooLarge { size: bytes.len(), limit: MAX_SNAPSHOT_BYTES });
         }
-        let snapshot: Snapshot = rmp_serde::from_slice(bytes)?;
+        let snapshot: Snapshot = rmp_serde::from_slice(bytes).map_err(|err| {
+            // A snapshot of another version may not even parse: say so rather than
+            // report the first field that differs.
+            match rmp_serde::from_slice::<VersionOnly>(bytes) {
+                Ok(VersionOnly { version }) if version != SNAPSHOT_VERSION => SnapshotError::Version { found: version },
+                _ => SnapshotError::Decode(err),
+            }
+        })?;
         snapshot.check()?;
         Ok(snapshot)
     }
@@ -205,6 +241,25 @@ mod tests {
         let mut snapshot = sample();
         snapshot.routing.models[0].pool = "missing".into();
         assert!(matches!(Snapshot::decode(&snapshot.encode().unwrap()), Err(SnapshotError::Config(_))));
+    }
+
+    #[test]
+    fn a_version_1_snapshot_is_refused_by_its_version() {
+        let old = serde_json::json!({
+            "version": 1, "sequence": 1, "created_at_ms": 0,
+            "routing": {"pools": [], "models": []}, "pools": [],
+        });
+        let bytes = rmp_serde::to_vec_named(&old).unwrap();
+        assert!(matches!(Snapshot::decode(&bytes), Err(SnapshotError::Version { found: 1 })));
+    }
+
+    #[test]
+    fn routing_that_is_not_json_is_a_decode_error() {
+        let bad = serde_json::json!({
+            "version": SNAPSHOT_VERSION, "sequence": 1, "created_at_ms": 0, "routing": "{not json", "pools": [],
+        });
+        let err = Snapshot::decode(&rmp_serde::to_vec_named(&bad).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("routing:"), "{err}");
     }
 
     #[test]
