@@ -95,7 +95,7 @@ fn routing_decision(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(pods), |b| {
             b.iter(|| {
                 let decision = router.route(&request, 1_000_050, &mut ledger).expect("routed");
-                router.release(decision.chosen.endpoint, &mut ledger);
+                router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
                 decision.chosen.endpoint
             })
         });

@@ -46,7 +46,7 @@ fn main() {
         let t3 = Instant::now();
         router.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
         let t4 = Instant::now();
-        router.release(decision.chosen.endpoint, &mut ledger);
+        router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
         let t5 = Instant::now();
         for (slot, d) in spent.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4]) {
             *slot += d.as_secs_f64() * 1e6;

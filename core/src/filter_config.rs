@@ -16,12 +16,10 @@ pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
 pub const GENERATION_KEY: &str = "infergate.generation";
 /// The highest snapshot sequence admitted: a push at or below it is a replay, refused.
 pub const SEQUENCE_KEY: &str = "infergate.sequence";
-/// Shared-data key prefix of a pod's in-flight count (4 bytes, little endian), updated
-/// with compare-and-swap by every worker: `infergate.inflight.<ip:port>`.
-pub const INFLIGHT_KEY_PREFIX: &str = "infergate.inflight.";
-/// Shared-data key prefix of a pod's pending prefill tokens (8 bytes, little endian),
-/// updated likewise: `infergate.prefill.<ip:port>`.
-pub const PREFILL_KEY_PREFIX: &str = "infergate.prefill.";
+/// Shared-data key prefix of a pod's load, updated with compare-and-swap by every
+/// worker: `infergate.load.<ip:port>`, 16 bytes, the in-flight count then the pending
+/// prefill tokens, each a little-endian u64.
+pub const LOAD_KEY_PREFIX: &str = "infergate.load.";
 /// Shared-data key of the router workers' prefix queues, one name per line.
 pub const PREFIX_PEERS_KEY: &str = "infergate.prefix-peers";
 /// Name prefix of each router worker's queue of prefix records from the others.

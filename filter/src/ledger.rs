@@ -1,11 +1,11 @@
-//! In-flight counts and pending prefill tokens in shared data, so that every Envoy
-//! worker sees what the others sent: small keys per pod, updated with compare-and-swap.
-//! A burst that lands on several workers within one scrape interval therefore still
-//! spreads.
+//! Each pod's load (in-flight requests, pending prefill tokens) in shared data, so that
+//! every Envoy worker sees what the others sent: one small key per pod, read once per
+//! decision and updated with compare-and-swap. A burst that lands on several workers
+//! within one scrape interval therefore still spreads.
 
 use infergate_core::endpoint::Endpoint;
-use infergate_core::filter_config::{INFLIGHT_KEY_PREFIX, PREFILL_KEY_PREFIX};
-use infergate_core::router::LoadLedger;
+use infergate_core::filter_config::LOAD_KEY_PREFIX;
+use infergate_core::router::{LoadLedger, PodLoad};
 use proxy_wasm::types::Status;
 
 use crate::host;
@@ -16,48 +16,57 @@ const CAS_ATTEMPTS: usize = 16;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SharedLedger;
 
-fn read(key: &str) -> u64 {
-    match host::shared_data(key).as_deref() {
-        Some(bytes) => <[u8; 8]>::try_from(bytes)
-            .map(u64::from_le_bytes)
-            .or_else(|_| <[u8; 4]>::try_from(bytes).map(|b| u64::from(u32::from_le_bytes(b))))
-            .unwrap_or(0),
-        None => 0,
-    }
+fn key(pod: Endpoint) -> String {
+    format!("{LOAD_KEY_PREFIX}{pod}")
 }
 
-/// Adds `delta` to the counter at `key` with compare-and-swap, never below zero.
-fn add(key: &str, delta: i64) {
-    for _ in 0..CAS_ATTEMPTS {
-        let (value, cas) = host::shared_data_with_cas(key);
-        let current = value.as_deref().and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes);
-        let next = current.saturating_add_signed(delta);
-        match host::set_shared_data_cas(key, &next.to_le_bytes(), cas) {
-            Ok(()) => return,
-            Err(Status::CasMismatch) => continue,
-            Err(status) => {
-                log::warn!("infergate router: cannot update {key}: {status:?}");
-                return;
-            }
-        }
-    }
-    log::warn!("infergate router: {key} not updated after {CAS_ATTEMPTS} contended attempts");
+fn decode(bytes: Option<&[u8]>) -> PodLoad {
+    let word = |range: std::ops::Range<usize>| {
+        bytes.and_then(|b| b.get(range)).and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes)
+    };
+    PodLoad { in_flight: u32::try_from(word(0..8)).unwrap_or(u32::MAX), pending_prefill_tokens: word(8..16) }
+}
+
+fn encode(load: PodLoad) -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    let (in_flight, prefill) = bytes.split_at_mut(8);
+    in_flight.copy_from_slice(&u64::from(load.in_flight).to_le_bytes());
+    prefill.copy_from_slice(&load.pending_prefill_tokens.to_le_bytes());
+    bytes
 }
 
 impl LoadLedger for SharedLedger {
-    fn in_flight(&self, pod: Endpoint) -> u32 {
-        u32::try_from(read(&format!("{INFLIGHT_KEY_PREFIX}{pod}"))).unwrap_or(u32::MAX)
+    fn load(&self, pod: Endpoint) -> PodLoad {
+        decode(host::shared_data(&key(pod)).as_deref())
     }
 
-    fn add(&mut self, pod: Endpoint, delta: i32) {
-        add(&format!("{INFLIGHT_KEY_PREFIX}{pod}"), i64::from(delta));
+    fn update(&mut self, pod: Endpoint, in_flight: i32, pending_prefill_tokens: i64) {
+        let key = key(pod);
+        for _ in 0..CAS_ATTEMPTS {
+            let (value, cas) = host::shared_data_with_cas(&key);
+            let next = decode(value.as_deref()).plus(in_flight, pending_prefill_tokens);
+            match host::set_shared_data_cas(&key, &encode(next), cas) {
+                Ok(()) => return,
+                Err(Status::CasMismatch) => continue,
+                Err(status) => {
+                    log::warn!("infergate router: cannot update {key}: {status:?}");
+                    return;
+                }
+            }
+        }
+        log::warn!("infergate router: {key} not updated after {CAS_ATTEMPTS} contended attempts");
     }
+}
 
-    fn pending_prefill(&self, pod: Endpoint) -> u64 {
-        read(&format!("{PREFILL_KEY_PREFIX}{pod}"))
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn add_pending_prefill(&mut self, pod: Endpoint, delta: i64) {
-        add(&format!("{PREFILL_KEY_PREFIX}{pod}"), delta);
+    #[test]
+    fn a_load_round_trips_and_short_values_read_as_zero() {
+        let load = PodLoad { in_flight: 3, pending_prefill_tokens: 4_000 };
+        assert_eq!(decode(Some(&encode(load))), load);
+        assert_eq!(decode(Some(&[1, 2, 3])), PodLoad::default());
+        assert_eq!(decode(None), PodLoad::default());
     }
 }

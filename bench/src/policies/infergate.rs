@@ -70,7 +70,8 @@ impl Policy for Infergate {
 
     fn on_finish(&mut self, id: usize, _pod: usize) {
         if let Some((endpoint, _, _)) = self.routed.remove(&id) {
-            self.router.release(endpoint, &mut self.ledger);
+            // The prefill was released at the first token.
+            self.router.release(endpoint, 0, &mut self.ledger);
         }
     }
 }

@@ -52,13 +52,14 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     let Some(signals) = &pod.signals else {
         return (unobserved(pod.address, inputs, false), false);
     };
-    let in_flight = inputs.ledger.in_flight(pod.address);
+    let load = inputs.ledger.load(pod.address);
+    let in_flight = load.in_flight;
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
     let mut candidate = Candidate {
         endpoint: pod.address,
         waiting: f64::from(in_flight),
         running: f64::from(in_flight),
-        pending_prefill_tokens: inputs.ledger.pending_prefill(pod.address) as f64,
+        pending_prefill_tokens: load.pending_prefill_tokens as f64,
         kv_cache_usage: None,
         adapter: AdapterState::Unknown,
         matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
@@ -90,12 +91,13 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
 /// A pod ranked on in-flight counts alone. One that has never reported metrics while
 /// others have is penalized; with no snapshot at all, every pod is alike.
 fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Candidate {
-    let in_flight = f64::from(inputs.ledger.in_flight(endpoint));
+    let load = inputs.ledger.load(endpoint);
+    let in_flight = f64::from(load.in_flight);
     Candidate {
         endpoint,
         waiting: in_flight,
         running: in_flight,
-        pending_prefill_tokens: inputs.ledger.pending_prefill(endpoint) as f64,
+        pending_prefill_tokens: load.pending_prefill_tokens as f64,
         kv_cache_usage: None,
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
         matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),

@@ -17,7 +17,7 @@ use crate::request::InferenceRequest;
 use crate::scoring::{RequestShape, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
 pub use decision::{Decision, DecisionBasis, PodReport};
-pub use ledger::{LoadLedger, LocalLedger};
+pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 
 pub struct Router {
     config: RoutingConfig,
@@ -134,8 +134,7 @@ impl Router {
         let best_match = candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0);
         let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
         let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
-        ledger.add(chosen.endpoint, 1);
-        ledger.add_pending_prefill(chosen.endpoint, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
         Ok(Decision {
             pool: pool.name.clone(),
             model: model.name.clone(),
@@ -154,7 +153,7 @@ impl Router {
     /// The request's first token came back (or it failed before one): its prefill no
     /// longer waits on the pod it was counted on.
     pub fn prefill_done(&mut self, counted_on: Endpoint, pending_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
-        ledger.add_pending_prefill(counted_on, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        ledger.update(counted_on, 0, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
     }
 
     /// The chosen pod started answering: its prefill is done, so it holds the prompt's
@@ -165,9 +164,10 @@ impl Router {
         self.prefix.record(pod, hashes, capacity);
     }
 
-    /// The request sent to `pod` has finished, whatever its outcome.
-    pub fn release(&mut self, pod: Endpoint, ledger: &mut dyn LoadLedger) {
-        ledger.add(pod, -1);
+    /// The request sent to `pod` has finished, whatever its outcome; if it failed
+    /// before any answer, its prefill tokens are still pending there and go too.
+    pub fn release(&mut self, pod: Endpoint, unanswered_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
+        ledger.update(pod, -1, -i64::try_from(unanswered_prefill_tokens).unwrap_or(i64::MAX));
     }
 
     /// The body of `GET /v1/models`: every model this gateway serves.

@@ -173,13 +173,13 @@ fn the_next_turn_goes_to_the_pod_that_holds_the_conversation() {
     let turn1 = chat("base", &format!("{system}<|user|>first question"));
     let d1 = router.route(&turn1, 1_010, &mut ledger).unwrap();
     router.record_prefix(d1.chosen.endpoint, &d1.prefix_hashes);
-    router.release(d1.chosen.endpoint, &mut ledger);
+    router.release(d1.chosen.endpoint, d1.pending_prefill_tokens, &mut ledger);
     for i in 0..10 {
         let next = chat("base", &format!("{system}<|user|>first question<|assistant|>answer<|user|>follow-up {i}"));
         let d = router.route(&next, 1_020, &mut ledger).unwrap();
         assert_eq!(d.chosen.endpoint, d1.chosen.endpoint, "{}", d.explain());
         assert!(d.chosen.matched_blocks > 30);
-        router.release(d.chosen.endpoint, &mut ledger);
+        router.release(d.chosen.endpoint, d.pending_prefill_tokens, &mut ledger);
     }
 }
 
@@ -220,13 +220,15 @@ fn the_weighted_mode_ranks_by_score() {
 }
 
 #[test]
-fn release_lowers_the_in_flight_count() {
+fn release_lowers_the_in_flight_count_and_the_unanswered_prefill() {
     let mut router = Router::new(config(), 1);
     let mut ledger = LocalLedger::default();
-    let first = router.route(&request("other"), 0, &mut ledger).unwrap().endpoints[0];
-    assert_eq!(ledger.in_flight(first), 1);
-    router.release(first, &mut ledger);
-    assert_eq!(ledger.in_flight(first), 0);
+    let decision = router.route(&request("other"), 0, &mut ledger).unwrap();
+    let first = decision.endpoints[0];
+    assert_eq!(ledger.load(first).in_flight, 1);
+    assert!(ledger.load(first).pending_prefill_tokens > 0);
+    router.release(first, decision.pending_prefill_tokens, &mut ledger);
+    assert_eq!(ledger.load(first), PodLoad::default(), "an unanswered request's prefill goes with it");
 }
 
 #[test]

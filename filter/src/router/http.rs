@@ -214,11 +214,8 @@ impl HttpContext for RouterHttp {
     fn on_log(&mut self) {
         if let Some(routed) = self.routed.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
-                // Failed before any answer: the prefill will never report back.
-                if let Some(tokens) = routed.pending_prefill_tokens {
-                    router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
-                }
-                router.release(routed.counted_on, &mut SharedLedger);
+                let unanswered = routed.pending_prefill_tokens.unwrap_or(0);
+                router.release(routed.counted_on, unanswered, &mut SharedLedger);
             }
         }
     }
