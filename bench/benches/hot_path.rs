@@ -32,7 +32,12 @@ fn routing(pods: usize) -> RoutingConfig {
             profile: None,
             weights: None,
         }],
-        models: vec![ModelConfig { name: "m".into(), pool: "fleet".into(), adapter: None }],
+        models: vec![ModelConfig {
+            name: "m".into(),
+            pool: "fleet".into(),
+            adapter: None,
+            criticality: Default::default(),
+        }],
     }
 }
 

@@ -31,11 +31,17 @@ pub struct FleetConfig {
 impl FleetConfig {
     pub fn new(pods: usize, adapters: &[String]) -> Self {
         let endpoints: Vec<Endpoint> = (0..pods).map(pod_endpoint).collect();
-        let mut models = vec![ModelConfig { name: BASE_MODEL.into(), pool: POOL.into(), adapter: None }];
+        let mut models = vec![ModelConfig {
+            name: BASE_MODEL.into(),
+            pool: POOL.into(),
+            adapter: None,
+            criticality: Default::default(),
+        }];
         models.extend(adapters.iter().map(|a| ModelConfig {
             name: a.clone(),
             pool: POOL.into(),
             adapter: Some(a.clone()),
+            criticality: Default::default(),
         }));
         let routing = RoutingConfig {
             settings: RoutingSettings::default(),

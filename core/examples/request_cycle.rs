@@ -29,7 +29,12 @@ fn main() {
             profile: None,
             weights: None,
         }],
-        models: vec![ModelConfig { name: "m".into(), pool: "fleet".into(), adapter: None }],
+        models: vec![ModelConfig {
+            name: "m".into(),
+            pool: "fleet".into(),
+            adapter: None,
+            criticality: Default::default(),
+        }],
     };
     let mut router = Router::new(config, 1);
     let mut ledger = LocalLedger::default();

@@ -87,6 +87,20 @@ impl ApiError {
         }
     }
 
+    /// Every pod of the pool is saturated and the request may be shed.
+    pub fn pool_saturated(pool: &str, retry_after_s: u32) -> Self {
+        Self {
+            status: 429,
+            error_type: ErrorType::RateLimitError,
+            code: "pool_saturated",
+            param: None,
+            message: format!(
+                "Every model server of pool `{pool}` is saturated and this request is sheddable; retry later."
+            ),
+            retry_after_s: Some(retry_after_s),
+        }
+    }
+
     /// The JSON body, always well-formed whatever the message holds.
     pub fn body(&self) -> Vec<u8> {
         let envelope = Envelope {

@@ -29,7 +29,7 @@ pub const PREFIX_QUEUE_PREFIX: &str = "infergate.prefix.";
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FilterConfig {
     /// The main listener's HTTP filter.
-    Router(RouterRole),
+    Router(Box<RouterRole>),
     /// The control listener's HTTP filter that admits snapshot pushes.
     Control(ControlRole),
     /// The bootstrap singleton that publishes snapshots to every worker.

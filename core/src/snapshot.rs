@@ -188,7 +188,12 @@ mod tests {
                     profile: None,
                     weights: None,
                 }],
-                models: vec![ModelConfig { name: "m".into(), pool: "a".into(), adapter: None }],
+                models: vec![ModelConfig {
+                    name: "m".into(),
+                    pool: "a".into(),
+                    adapter: None,
+                    criticality: Default::default(),
+                }],
             },
             pools: vec![PoolState {
                 name: "a".into(),

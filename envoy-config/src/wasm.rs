@@ -33,12 +33,12 @@ fn plugin(name: &str, root_id: &str, role: &FilterConfig, options: &RenderOption
 }
 
 pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Value {
-    let role = FilterConfig::Router(RouterRole {
+    let role = FilterConfig::Router(Box::new(RouterRole {
         vm_id: VM_ID.to_string(),
         routing: config.routing_config(),
         max_body_bytes: config.gateway.max_body_bytes,
         explain: options.explain,
-    });
+    }));
     json!({
         "name": "envoy.filters.http.wasm",
         "typed_config": {

@@ -36,6 +36,8 @@ pub struct RouterMetrics {
     pub decisions_mixed: Metric,
     pub decisions_load_only: Metric,
     pub rejected: Metric,
+    /// Sheddable requests refused with 429 because their pool was saturated.
+    pub shed: Metric,
     pub snapshot_generation: Metric,
     pub snapshot_age_ms: Metric,
     pub snapshot_decode_failures: Metric,
@@ -52,6 +54,7 @@ impl RouterMetrics {
             decisions_mixed: Metric::counter("infergate.decisions.mixed"),
             decisions_load_only: Metric::counter("infergate.decisions.load_only"),
             rejected: Metric::counter("infergate.requests.rejected"),
+            shed: Metric::counter("infergate.requests.shed"),
             snapshot_generation: Metric::gauge("infergate.snapshot.generation"),
             snapshot_age_ms: Metric::gauge("infergate.snapshot.age_ms"),
             snapshot_decode_failures: Metric::counter("infergate.snapshot.decode_failures"),

@@ -38,7 +38,7 @@ impl RootContext for PluginRoot {
             }
         };
         let role = match config {
-            FilterConfig::Router(router) => Role::Router(Rc::new(RouterShared::new(router))),
+            FilterConfig::Router(router) => Role::Router(Rc::new(RouterShared::new(*router))),
             FilterConfig::Control(control) => match ControlShared::new(control) {
                 Ok(shared) => Role::Control(Rc::new(shared)),
                 Err(message) => {

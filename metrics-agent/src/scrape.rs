@@ -59,9 +59,10 @@ async fn scrape_pod(
     endpoint: Endpoint,
     engine: Engine,
     timeout: Duration,
-) -> Result<Scraped, ScrapeError> {
+) -> Result<(Scraped, u64), ScrapeError> {
     let text = fetch_metrics(client, &format!("http://{endpoint}/metrics"), timeout).await?;
-    Ok(engines::scrape(engine, &text)?)
+    let fingerprint = xxhash_rust::xxh64::xxh64(text.as_bytes(), 0);
+    Ok((engines::scrape(engine, &text)?, fingerprint))
 }
 
 /// How long a failing pod is left alone: doubling from one interval up to this.
@@ -81,6 +82,9 @@ pub struct FleetScraper {
     last: HashMap<Endpoint, PodState>,
     learners: HashMap<Endpoint, RateLearner>,
     failing: HashMap<Endpoint, Failure>,
+    /// A fingerprint of each pod's last scrape text, since when it has read exactly so,
+    /// and whether that was reported as frozen.
+    unchanged: HashMap<Endpoint, (u64, u64, bool)>,
     /// Pods whose scrape failed in the last round (pods left alone in backoff are not).
     failed_last_round: Vec<Endpoint>,
     sequence: u64,
@@ -95,6 +99,7 @@ impl FleetScraper {
             last: HashMap::new(),
             learners: HashMap::new(),
             failing: HashMap::new(),
+            unchanged: HashMap::new(),
             failed_last_round: Vec::new(),
             // Start from the clock so that a restarted agent's sequence keeps rising.
             sequence: unix_ms(),
@@ -121,6 +126,7 @@ impl FleetScraper {
             self.last.retain(|e, _| present.contains(e));
             self.learners.retain(|e, _| present.contains(e));
             self.failing.retain(|e, _| present.contains(e));
+            self.unchanged.retain(|e, _| present.contains(e));
         }
         changed
     }
@@ -173,19 +179,21 @@ impl FleetScraper {
     fn update(
         &mut self,
         endpoint: Endpoint,
-        result: Result<Scraped, ScrapeError>,
+        result: Result<(Scraped, u64), ScrapeError>,
         now: u64,
         interval_ms: u64,
     ) -> PodState {
         let state = match result {
-            Ok(Scraped { mut signals, counters }) => {
+            Ok((scraped, fingerprint)) => {
+                let measured_at = self.measured_at(endpoint, &scraped, fingerprint, now);
+                let Scraped { mut signals, counters } = scraped;
                 let learner = self.learners.entry(endpoint).or_default();
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
                 if let Some(failure) = self.failing.remove(&endpoint) {
                     tracing::info!(pod = %endpoint, after_failures = failure.consecutive, "scrape recovered");
                 }
-                PodState { address: endpoint, ready: true, scraped_at_ms: Some(now), signals: Some(signals) }
+                PodState { address: endpoint, ready: true, scraped_at_ms: Some(measured_at), signals: Some(signals) }
             }
             Err(error) => {
                 self.failed_last_round.push(endpoint);
@@ -215,6 +223,28 @@ impl FleetScraper {
         };
         self.last.insert(endpoint, state.clone());
         state
+    }
+}
+
+impl FleetScraper {
+    /// When the pod's figures were last seen to move. A pod with requests running or
+    /// waiting advances its counters and histograms at every engine step, so a busy pod
+    /// whose scrape text is byte for byte the same as before is reporting frozen figures
+    /// (a stuck engine loop behind a live HTTP server, a caching proxy): its signals keep
+    /// the age of the last change and go stale. An idle pod legitimately reads the same.
+    fn measured_at(&mut self, endpoint: Endpoint, scraped: &Scraped, fingerprint: u64, now: u64) -> u64 {
+        let busy = scraped.signals.running + scraped.signals.waiting > 0.0;
+        let (since, mut reported) = match self.unchanged.get(&endpoint) {
+            Some((previous, since, reported)) if busy && *previous == fingerprint => (*since, *reported),
+            _ => (now, false),
+        };
+        let unchanged_ms = now.saturating_sub(since);
+        if unchanged_ms > self.fleet.config.routing.signal_max_age_ms && !reported {
+            tracing::warn!(pod = %endpoint, unchanged_ms, "pod reports requests in progress but its metrics have not moved; its signals are stale until they do");
+            reported = true;
+        }
+        self.unchanged.insert(endpoint, (fingerprint, since, reported));
+        since
     }
 }
 

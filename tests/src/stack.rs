@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
-    AgentSettings, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
+    AgentSettings, Criticality, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::SNAPSHOT_PATH;
@@ -35,15 +35,20 @@ pub struct ModelSpec {
     pub name: String,
     pub pool: String,
     pub adapter: Option<String>,
+    pub criticality: Criticality,
 }
 
 impl ModelSpec {
     pub fn base(name: &str, pool: &str) -> Self {
-        Self { name: name.into(), pool: pool.into(), adapter: None }
+        Self { name: name.into(), pool: pool.into(), adapter: None, criticality: Criticality::Standard }
     }
 
     pub fn lora(name: &str, pool: &str, adapter: &str) -> Self {
-        Self { name: name.into(), pool: pool.into(), adapter: Some(adapter.into()) }
+        Self { adapter: Some(adapter.into()), ..Self::base(name, pool) }
+    }
+
+    pub fn with_criticality(self, criticality: Criticality) -> Self {
+        Self { criticality, ..self }
     }
 }
 
@@ -67,6 +72,8 @@ pub struct StackSpec {
     pub scrape_interval_ms: u64,
     /// Near-instant pods instead of simulated engines, to measure the gateway alone.
     pub instant_pods: bool,
+    /// The route's timeout for a whole request.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for StackSpec {
@@ -84,6 +91,7 @@ impl Default for StackSpec {
             access_log: true,
             scrape_interval_ms: 50,
             instant_pods: false,
+            request_timeout_ms: 30_000,
         }
     }
 }
@@ -149,7 +157,12 @@ impl Stack {
         let models = spec
             .models
             .iter()
-            .map(|m| ModelConfig { name: m.name.clone(), pool: m.pool.clone(), adapter: m.adapter.clone() })
+            .map(|m| ModelConfig {
+                name: m.name.clone(),
+                pool: m.pool.clone(),
+                adapter: m.adapter.clone(),
+                criticality: m.criticality,
+            })
             .collect();
         let config = InfergateConfig {
             version: 1,
@@ -158,7 +171,7 @@ impl Stack {
                 control: loopback(free_port()),
                 admin: loopback(free_port()),
                 max_body_bytes: spec.max_body_bytes,
-                request_timeout_ms: 30_000,
+                request_timeout_ms: spec.request_timeout_ms,
                 retries: 2,
             },
             agent: AgentSettings {
@@ -340,15 +353,14 @@ impl Stack {
     }
 
     pub async fn pin_json(&self, pod: SocketAddr, body: Value) {
-        let status = self
-            .client
-            .post(format!("http://{pod}/admin/metrics"))
-            .json(&body)
-            .send()
-            .await
-            .expect("the pod's admin API answers")
-            .status();
-        assert!(status.is_success(), "pinning {pod} failed: {status}");
+        self.pod_admin(pod, "metrics", &body).await;
+    }
+
+    /// POSTs `body` to a simulated pod's `/admin/<what>` and checks it was taken.
+    async fn pod_admin(&self, pod: SocketAddr, what: &str, body: &Value) {
+        let response = self.client.post(format!("http://{pod}/admin/{what}")).json(body).send().await;
+        let status = response.expect("the pod's admin API answers").status();
+        assert!(status.is_success(), "POST /admin/{what} on {pod} failed: {status}");
     }
 
     /// Makes one pod clearly the best and the others clearly loaded.
@@ -411,6 +423,15 @@ impl Stack {
     }
 
     /// Kills a pod: its port refuses connections from now on.
+    /// Sets a simulated pod's faults (`hang`, `freeze_metrics`, `added_latency_ms`, …).
+    pub async fn fault(&self, pod: SocketAddr, faults: Value) {
+        self.pod_admin(pod, "faults", &faults).await;
+    }
+
+    pub async fn unpin(&self, pod: SocketAddr) {
+        let _ = self.client.delete(format!("http://{pod}/admin/metrics")).send().await;
+    }
+
     pub async fn kill_pod(&self, pod: SocketAddr) {
         let _ = self.client.post(format!("http://{pod}/admin/shutdown")).send().await;
         let deadline = Instant::now() + Duration::from_secs(5);

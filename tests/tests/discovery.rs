@@ -268,7 +268,12 @@ async fn an_inference_gateway_config_change_reaches_envoy_without_a_reload() {
 
     // The resource gains a model: it is served without touching Envoy.
     let mut changed = stack.config.clone();
-    changed.models.push(infergate_core::config::ModelConfig { name: "m2".into(), pool: "a".into(), adapter: None });
+    changed.models.push(infergate_core::config::ModelConfig {
+        name: "m2".into(),
+        pool: "a".into(),
+        adapter: None,
+        criticality: Default::default(),
+    });
     api.wait_for_watch(CONFIGS, 1).await;
     assert!(api.send_event(CONFIGS, event("MODIFIED", gateway_config(&changed, "60"))));
     let started = Instant::now();
@@ -281,7 +286,12 @@ async fn an_inference_gateway_config_change_reaches_envoy_without_a_reload() {
 
     // An invalid edit is refused by the agent, which keeps the running config.
     let mut invalid = changed.clone();
-    invalid.models.push(infergate_core::config::ModelConfig { name: "m3".into(), pool: "nope".into(), adapter: None });
+    invalid.models.push(infergate_core::config::ModelConfig {
+        name: "m3".into(),
+        pool: "nope".into(),
+        adapter: None,
+        criticality: Default::default(),
+    });
     assert!(api.send_event(CONFIGS, event("MODIFIED", gateway_config(&invalid, "70"))));
     stack
         .wait_until("the agent to refuse the invalid config", Duration::from_secs(5), || async {
@@ -298,7 +308,12 @@ async fn an_edited_config_file_reaches_envoy_without_a_reload_and_a_broken_edit_
     let stack = infergate_e2e::Stack::start(infergate_e2e::StackSpec::default()).await;
     let file = stack.path("infergate.yaml");
     let mut changed = stack.config.clone();
-    changed.models.push(infergate_core::config::ModelConfig { name: "m2".into(), pool: "a".into(), adapter: None });
+    changed.models.push(infergate_core::config::ModelConfig {
+        name: "m2".into(),
+        pool: "a".into(),
+        adapter: None,
+        criticality: Default::default(),
+    });
     assert_eq!(stack.chat("m2", 4).await.status, 404);
     std::fs::write(&file, serde_yaml_ng::to_string(&changed).unwrap()).unwrap();
     let started = Instant::now();

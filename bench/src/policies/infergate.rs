@@ -50,6 +50,7 @@ impl Policy for Infergate {
             stream: true,
             prompt: ctx.request.prompt.clone(),
             max_tokens: Some(ctx.request.output_tokens),
+            criticality: None,
         };
         match self.router.route(&request, ms(ctx.now), &mut self.ledger) {
             Ok(decision) => {

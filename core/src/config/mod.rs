@@ -1,6 +1,7 @@
 //! `infergate.yaml`, schema version 1: the one source of truth for the gateway, the
 //! agent and the rendered Envoy config.
 
+mod admission;
 mod discovery;
 mod error;
 mod routing;
@@ -13,6 +14,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+pub use admission::{AdmissionSettings, Criticality};
 pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::admission::Criticality;
 use super::discovery::Discovery;
 use super::scoring::{Profile, RoutingSettings, Weights};
 use crate::endpoint::Endpoint;
@@ -53,6 +54,14 @@ pub struct ModelConfig {
     /// The LoRA adapter that serves this model on the pool, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
+    /// Whether its requests may be refused while the pool is saturated; a client can
+    /// lower it per request with `x-infergate-criticality`.
+    #[serde(default, skip_serializing_if = "is_standard")]
+    pub criticality: Criticality,
+}
+
+fn is_standard(criticality: &Criticality) -> bool {
+    *criticality == Criticality::Standard
 }
 
 /// Which metrics dialect the pool's pods speak.

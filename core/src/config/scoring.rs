@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::admission::AdmissionSettings;
+
 /// How the router combines the signals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -221,6 +223,9 @@ pub struct RoutingSettings {
     pub prefix: PrefixSettings,
     #[serde(default)]
     pub cost: CostDefaults,
+    /// When a saturated pool refuses sheddable requests.
+    #[serde(default)]
+    pub admission: AdmissionSettings,
 }
 
 impl RoutingSettings {
@@ -254,6 +259,7 @@ impl Default for RoutingSettings {
             retry_after_s: Self::default_retry_after_s(),
             prefix: PrefixSettings::default(),
             cost: CostDefaults::default(),
+            admission: AdmissionSettings::default(),
         }
     }
 }

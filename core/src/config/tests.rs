@@ -69,12 +69,31 @@ fn semantic_errors_name_the_field() {
             "gateway.max_body_bytes",
         ),
         ("version: 1\npools: [{name: a, endpoints: []}]\nmodels: [{name: m, pool: a}]\n", "pools[0].endpoints"),
+        (
+            "version: 1\nrouting: {admission: {kv_cache_threshold: 1.5}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "routing.admission.kv_cache_threshold",
+        ),
+        (
+            "version: 1\nrouting: {admission: {queue_depth_threshold: -1}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "routing.admission.queue_depth_threshold",
+        ),
     ];
     for (text, path) in cases {
         let err = error_of(text);
         assert_eq!(err.path, path, "{err}");
         assert!(err.location.is_some(), "no line for {err}");
     }
+}
+
+#[test]
+fn criticality_is_read_and_an_unknown_level_is_refused_with_its_line() {
+    let ok = "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a, criticality: sheddable}]\n";
+    assert_eq!(InfergateConfig::from_yaml_str(ok, "t").unwrap().models[0].criticality, Criticality::Sheddable);
+    let err = error_of(
+        "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels:\n  - {name: m, pool: a, criticality: urgent}\n",
+    );
+    assert_eq!(err.location.map(|l| l.line), Some(4), "{err}");
+    assert!(err.message.contains("sheddable"), "{err}");
 }
 
 #[test]

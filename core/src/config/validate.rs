@@ -20,6 +20,20 @@ pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Resu
             format!("must be in (0, 1], got {}", settings.kv_cache_threshold),
         ));
     }
+    let admission = at.key("admission");
+    let a = &settings.admission;
+    if !(a.queue_depth_threshold.is_finite() && a.queue_depth_threshold >= 0.0) {
+        return Err(ConfigError::at(
+            &admission.key("queue_depth_threshold"),
+            format!("must be a number of requests, 0 or more, got {}", a.queue_depth_threshold),
+        ));
+    }
+    if !(a.kv_cache_threshold > 0.0 && a.kv_cache_threshold <= 1.0) {
+        return Err(ConfigError::at(
+            &admission.key("kv_cache_threshold"),
+            format!("must be in (0, 1], got {}", a.kv_cache_threshold),
+        ));
+    }
     let prefix = at.key("prefix");
     let p = &settings.prefix;
     let ranges: [(&'static str, u32, u32, u32); 4] = [

@@ -8,7 +8,7 @@ mod prompt;
 use serde::Deserialize;
 
 use crate::api_error::ApiError;
-use crate::config::check_model_name;
+use crate::config::{Criticality, check_model_name};
 pub use endpoint_kind::{ApiEndpoint, classify};
 use model_field::ModelField;
 
@@ -22,6 +22,8 @@ pub struct InferenceRequest {
     pub prompt: Vec<u8>,
     /// `max_completion_tokens`, else `max_tokens`, if given.
     pub max_tokens: Option<u32>,
+    /// What the client asked for in `x-infergate-criticality` (a header, not the body).
+    pub criticality: Option<Criticality>,
 }
 
 impl InferenceRequest {
@@ -110,6 +112,7 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
         stream: parsed.stream.unwrap_or(false),
         prompt: prompt::render(parsed.tools, parsed.messages.as_deref(), parsed.prompt),
         max_tokens: parsed.max_completion_tokens.or(parsed.max_tokens),
+        criticality: None,
     })
 }
 

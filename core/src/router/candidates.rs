@@ -40,7 +40,23 @@ pub(super) fn build(inputs: &Inputs<'_>) -> (Vec<Candidate>, DecisionBasis) {
     } else {
         DecisionBasis::LoadOnly
     };
-    (candidates.into_iter().map(|(c, _)| c).collect(), basis)
+    let candidates = candidates
+        .into_iter()
+        .map(|(mut c, fresh)| {
+            // While other pods report, one whose signals went stale is suspect (hung,
+            // frozen, restarted with an empty cache): neither its prefix credit nor the
+            // speeds learned from its metrics pull requests to it, and it ranks like a
+            // pod that has not reported yet, on its in-flight count, usable but not
+            // preferred.
+            if basis == DecisionBasis::Mixed && !fresh {
+                c.matched_blocks = 0;
+                c.learned = LearnedRates::default();
+                c.has_metrics = false;
+            }
+            c
+        })
+        .collect();
+    (candidates, basis)
 }
 
 fn age_ok(pod: &PodState, max_age_ms: u64, now_ms: u64) -> bool {
@@ -76,7 +92,11 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     if fresh {
         // What this gateway sent since the scrape is not in it yet: count it as waiting.
         let baseline = inputs.baseline.get(&pod.address).copied().unwrap_or(0);
-        candidate.waiting = signals.waiting + f64::from(in_flight.saturating_sub(baseline));
+        // A pod never has less work than this gateway knows it sent and not finished:
+        // a pod whose metrics stopped moving, or that holds requests it never admits,
+        // still looks as loaded as its in-flight count.
+        let sent_since_scrape = f64::from(in_flight.saturating_sub(baseline));
+        candidate.waiting = (signals.waiting + sent_since_scrape).max(f64::from(in_flight) - signals.running);
         candidate.running = signals.running;
         candidate.kv_cache_usage = Some(signals.kv_cache_usage);
     }

@@ -2,6 +2,7 @@
 //! adapter, the pool's candidates, the KV filter, the ranking, and the bookkeeping that
 //! follows (in-flight counts, prefix ownership).
 
+mod admission;
 mod candidates;
 mod decision;
 mod ledger;
@@ -10,7 +11,7 @@ mod model_list;
 use std::collections::HashMap;
 
 use crate::api_error::ApiError;
-use crate::config::{RoutingConfig, ScoringMode};
+use crate::config::{Criticality, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
@@ -107,6 +108,11 @@ impl Router {
             settings,
             now_ms,
         });
+        if Criticality::effective(model.criticality, request.criticality) == Criticality::Sheddable
+            && admission::pool_saturated(&candidates, &settings.admission)
+        {
+            return Err(ApiError::pool_saturated(&pool.name, settings.retry_after_s));
+        }
         let shape = RequestShape {
             prompt_tokens: f64::from(request.prompt_tokens()),
             tokens_per_block: f64::from(settings.prefix.block_chars) / 4.0,

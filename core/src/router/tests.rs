@@ -22,10 +22,15 @@ fn config() -> RoutingConfig {
         settings: RoutingSettings::default(),
         pools: vec![pool("a", &[1, 2, 3]), pool("b", &[9]), pool("wide", &[11, 12, 13, 14, 15, 16, 17, 18])],
         models: vec![
-            ModelConfig { name: "base".into(), pool: "a".into(), adapter: None },
-            ModelConfig { name: "lora".into(), pool: "a".into(), adapter: Some("sql".into()) },
-            ModelConfig { name: "other".into(), pool: "b".into(), adapter: None },
-            ModelConfig { name: "wide".into(), pool: "wide".into(), adapter: None },
+            ModelConfig { name: "base".into(), pool: "a".into(), adapter: None, criticality: Default::default() },
+            ModelConfig {
+                name: "lora".into(),
+                pool: "a".into(),
+                adapter: Some("sql".into()),
+                criticality: Default::default(),
+            },
+            ModelConfig { name: "other".into(), pool: "b".into(), adapter: None, criticality: Default::default() },
+            ModelConfig { name: "wide".into(), pool: "wide".into(), adapter: None, criticality: Default::default() },
         ],
     }
 }
@@ -245,4 +250,75 @@ fn model_list_names_every_model() {
     let body: serde_json::Value = serde_json::from_slice(&router.model_list_body(5)).unwrap();
     let ids: Vec<&str> = body["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["base", "lora", "other", "wide"]);
+}
+
+#[test]
+fn a_saturated_pool_sheds_sheddable_requests_and_routes_the_others() {
+    let saturated = vec![pod(1, 6.0, 0.5, 1_000), pod(2, 0.0, 0.9, 1_000), pod(3, 8.0, 0.9, 1_000)];
+    let (mut router, mut ledger) = router_with(saturated);
+    let sheddable = InferenceRequest { criticality: Some(Criticality::Sheddable), ..request("base") };
+    let err = router.route(&sheddable, 1_010, &mut ledger).unwrap_err();
+    assert_eq!((err.status, err.code, err.retry_after_s), (429, "pool_saturated", Some(1)));
+    assert_eq!(ledger.load(ep(2)), PodLoad::default(), "a shed request is not counted anywhere");
+    assert!(router.route(&request("base"), 1_010, &mut ledger).is_ok(), "standard requests queue");
+    let critical = InferenceRequest { criticality: Some(Criticality::Critical), ..request("base") };
+    assert!(router.route(&critical, 1_010, &mut ledger).is_ok(), "critical requests queue");
+
+    let (mut router, mut ledger) =
+        router_with(vec![pod(1, 6.0, 0.5, 1_000), pod(2, 0.0, 0.3, 1_000), pod(3, 8.0, 0.9, 1_000)]);
+    assert!(router.route(&sheddable, 1_010, &mut ledger).is_ok(), "pod 2 has room");
+    // Signals older than their max age: the gateway cannot tell, so it admits.
+    let (mut router, mut ledger) = router_with(vec![pod(1, 6.0, 0.9, 0), pod(2, 6.0, 0.9, 0), pod(3, 6.0, 0.9, 0)]);
+    assert!(router.route(&sheddable, 5_000, &mut ledger).is_ok());
+}
+
+#[test]
+fn a_sheddable_model_is_shed_without_any_header() {
+    let mut routing = config();
+    routing.models[0].criticality = Criticality::Sheddable;
+    let mut router = Router::new(routing.clone(), 1);
+    let mut ledger = LocalLedger::default();
+    let mut snap = snapshot("a", vec![pod(1, 9.0, 0.9, 1_000), pod(2, 9.0, 0.9, 1_000), pod(3, 9.0, 0.9, 1_000)]);
+    snap.routing = routing;
+    router.apply_snapshot(snap, &ledger);
+    assert_eq!(router.route(&request("base"), 1_010, &mut ledger).unwrap_err().status, 429);
+    let raised = InferenceRequest { criticality: Some(Criticality::Critical), ..request("base") };
+    assert_eq!(router.route(&raised, 1_010, &mut ledger).unwrap_err().status, 429, "a client cannot raise it");
+}
+
+#[test]
+fn a_pod_with_stale_signals_among_fresh_ones_gets_no_prefix_credit() {
+    let long = "You are a helpful assistant. ".repeat(80);
+    let route_with_pod3_scraped_at = |scraped_at_ms: u64| {
+        let (mut router, mut ledger) =
+            router_with(vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 0.0, 0.1, scraped_at_ms)]);
+        let first = router.route(&chat("base", &long), 1_010, &mut ledger).unwrap();
+        router.record_prefix(ep(3), &first.prefix_hashes);
+        router.release(first.chosen.endpoint, first.pending_prefill_tokens, &mut ledger);
+        router.route(&chat("base", &long), 1_010, &mut ledger).unwrap()
+    };
+    let fresh = route_with_pod3_scraped_at(1_000);
+    assert_eq!((fresh.chosen.endpoint, fresh.basis), (ep(3), DecisionBasis::Signals), "{}", fresh.explain());
+    let stale = route_with_pod3_scraped_at(0);
+    assert_eq!(stale.basis, DecisionBasis::Mixed);
+    assert_eq!(stale.chosen.matched_blocks, 0, "{}", stale.explain());
+    assert!(!stale.spilled, "no pod counts as holding the prefix: {}", stale.explain());
+}
+
+#[test]
+fn a_pod_never_looks_less_loaded_than_its_in_flight_count() {
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    // Five requests hang on pod 1, which reports itself idle (its metrics froze, or it
+    // never admitted them).
+    ledger.update(ep(1), 5, 0);
+    router.apply_snapshot(
+        snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 1.0, 0.1, 1_000), pod(3, 1.0, 0.1, 1_000)]),
+        &ledger,
+    );
+    for _ in 0..10 {
+        let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+        assert_ne!(d.chosen.endpoint, ep(1), "{}", d.explain());
+        router.release(d.chosen.endpoint, d.pending_prefill_tokens, &mut ledger);
+    }
 }

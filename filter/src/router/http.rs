@@ -6,6 +6,7 @@
 use std::rc::Rc;
 
 use infergate_core::ApiError;
+use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::{ApiEndpoint, classify, parse_request};
 use infergate_core::router::{Decision, DecisionBasis};
@@ -23,6 +24,9 @@ pub const MODEL_HEADER: &str = "x-gateway-model-name";
 /// The route match key: which pool's cluster serves the request.
 pub const POOL_HEADER: &str = "x-infergate-pool";
 pub const DECISION_HEADER: &str = "x-infergate-decision";
+/// A client may lower its request's criticality (`sheddable`) with this header; it is
+/// read before the reserved headers are stripped.
+pub const CRITICALITY_HEADER: &str = "x-infergate-criticality";
 
 /// What a routed request remembers until its stream ends.
 struct Routed {
@@ -43,16 +47,20 @@ struct Routed {
 
 pub struct RouterHttp {
     shared: Rc<RouterShared>,
+    criticality: Option<Criticality>,
     routed: Option<Routed>,
 }
 
 impl RouterHttp {
     pub fn new(shared: Rc<RouterShared>) -> Self {
-        Self { shared, routed: None }
+        Self { shared, criticality: None, routed: None }
     }
 
     fn reject(&self, error: &ApiError) -> Action {
         self.shared.metrics.rejected.increment();
+        if error.status == 429 {
+            self.shared.metrics.shed.increment();
+        }
         let retry_after = error.retry_after_s.map(|s| s.to_string());
         let mut headers = vec![("content-type", "application/json")];
         if let Some(seconds) = retry_after.as_deref() {
@@ -63,7 +71,8 @@ impl RouterHttp {
     }
 
     fn decide(&mut self, body: &[u8]) -> Result<Decision, ApiError> {
-        let request = parse_request(body)?;
+        let mut request = parse_request(body)?;
+        request.criticality = self.criticality;
         let Ok(mut router) = self.shared.router.try_borrow_mut() else {
             return Err(ApiError::no_ready_endpoint("(busy)", 1));
         };
@@ -133,6 +142,18 @@ impl Context for RouterHttp {}
 
 impl HttpContext for RouterHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if let Some(value) = host::request_header(CRITICALITY_HEADER) {
+            match Criticality::from_header(&value) {
+                Some(level) => self.criticality = Some(level),
+                None => {
+                    return self.reject(&ApiError::invalid_request(
+                        "invalid_criticality",
+                        None,
+                        "`x-infergate-criticality` must be `sheddable`, `standard` or `critical`.",
+                    ));
+                }
+            }
+        }
         for name in host::request_header_names() {
             let lower = name.to_ascii_lowercase();
             if RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p)) {

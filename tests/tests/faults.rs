@@ -1,0 +1,273 @@
+//! Faults around the gateway, end to end in real Envoy: overload, a pool with no pod
+//! left, a hanging pod, a pod whose metrics freeze, a pod killed under concurrent load,
+//! and an agent that restarts. `make chaos` runs the load cases longer
+//! (`INFERGATE_CHAOS_REQUESTS`).
+
+use std::time::{Duration, Instant};
+
+use infergate_core::config::Criticality;
+use infergate_e2e::client::read_reply;
+use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec, chat_body};
+use serde_json::{Value, json};
+
+/// Non-streamed requests sent while a pod is killed; `make chaos` sets 1,000.
+fn chaos_requests() -> usize {
+    std::env::var("INFERGATE_CHAOS_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(200)
+}
+
+async fn send(client: &reqwest::Client, url: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
+    let mut request = client.post(format!("{url}/v1/chat/completions")).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    read_reply(request.send().await.expect("the gateway answers")).await
+}
+
+fn error_code(reply: &Reply) -> String {
+    serde_json::from_str::<Value>(&reply.body)
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_pool_sheds_sheddable_requests_and_serves_the_others() {
+    let spec = StackSpec {
+        models: vec![ModelSpec::base("m", "a"), ModelSpec::base("batch", "a").with_criticality(Criticality::Sheddable)],
+        ..StackSpec::default()
+    };
+    let stack = Stack::start(spec).await;
+    let sheddable = [("x-infergate-criticality", "sheddable")];
+    let body = chat_body("m", "hi", 1).to_string();
+    assert_eq!(stack.post("/v1/chat/completions", body.clone(), &sheddable).await.status, 200, "idle: admitted");
+    for &pod in &stack.fleet.pods {
+        stack.pin(pod, 8.0, 16.0, 0.5).await;
+    }
+    stack
+        .wait_until("the saturated pool to shed", Duration::from_secs(3), || async {
+            stack.post("/v1/chat/completions", body.clone(), &sheddable).await.status == 429
+        })
+        .await;
+    let shed = stack.post("/v1/chat/completions", body.clone(), &sheddable).await;
+    assert_eq!((shed.status, error_code(&shed).as_str()), (429, "pool_saturated"), "{}", shed.body);
+    assert_eq!(shed.header("retry-after"), Some("1"));
+    let batch = stack.post("/v1/chat/completions", chat_body("batch", "hi", 1).to_string(), &[]).await;
+    assert_eq!(batch.status, 429, "a sheddable model is shed without a header: {}", batch.body);
+    let raised = [("x-infergate-criticality", "critical")];
+    let batch = stack.post("/v1/chat/completions", chat_body("batch", "hi", 1).to_string(), &raised).await;
+    assert_eq!(batch.status, 429, "a client cannot raise a model's criticality");
+    for headers in [&[][..], &[("x-infergate-criticality", "critical")][..]] {
+        let reply = stack.post("/v1/chat/completions", body.clone(), headers).await;
+        assert_eq!(reply.status, 200, "standard and critical requests queue: {}", reply.body);
+    }
+    let bad = stack.post("/v1/chat/completions", body.clone(), &[("x-infergate-criticality", "urgent")]).await;
+    assert_eq!((bad.status, error_code(&bad).as_str()), (400, "invalid_criticality"));
+    assert!(stack.stat("infergate.requests.shed").await.unwrap_or(0) >= 3);
+    for &pod in &stack.fleet.pods {
+        stack.unpin(pod).await;
+    }
+    stack
+        .wait_until("the pool to admit sheddable requests again", Duration::from_secs(3), || async {
+            stack.post("/v1/chat/completions", body.clone(), &sheddable).await.status == 200
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_with_no_pod_left_answers_503_with_retry_after_and_never_hangs() {
+    let stack = Stack::start(StackSpec::default()).await;
+    for &pod in &stack.fleet.pods {
+        stack.kill_pod(pod).await;
+    }
+    // Before and after the agent notices, every answer is a prompt 503.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut last = None;
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        let reply = stack.chat("m", 1).await;
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert_eq!(reply.status, 503, "{}", reply.body);
+        last = Some(reply);
+    }
+    let last = last.expect("at least one request");
+    assert_eq!(
+        error_code(&last),
+        "no_ready_endpoint",
+        "the filter answers once the agent saw the pods go: {}",
+        last.body
+    );
+    assert_eq!(last.header("retry-after"), Some("1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_pod_times_out_by_the_route_and_new_requests_avoid_it() {
+    let spec = StackSpec { request_timeout_ms: 2_000, ..StackSpec::default() };
+    let stack = Stack::start(spec).await;
+    let hung = stack.fleet.pods[0];
+    stack.fault(hung, json!({"hang": true})).await;
+    // Eight at once: the pool's least-loaded spreading gives the hung pod some.
+    let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let reply = send(&client, &url, &chat_body("m", "hi", 1), &[]).await;
+                (reply, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..20 {
+        let reply = stack.chat("m", 1).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_ne!(reply.served_by(), Some(hung.to_string().as_str()), "request {i} went to the hung pod");
+    }
+    let mut timed_out = 0;
+    for task in burst {
+        let (reply, took) = task.await.unwrap();
+        if reply.status == 504 {
+            timed_out += 1;
+            assert!(took >= Duration::from_millis(1_900) && took < Duration::from_secs(5), "timed out after {took:?}");
+        } else {
+            assert_eq!(reply.status, 200, "{}", reply.body);
+        }
+    }
+    assert!(timed_out >= 1, "no request of the burst reached the hung pod");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_metrics_freeze_stops_attracting_its_conversations() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let system = "You are a careful assistant who answers questions about GPUs. ".repeat(40);
+    let turn = |i: usize| {
+        json!({"model": "m", "max_tokens": 1, "messages": [
+        {"role": "system", "content": system}, {"role": "user", "content": format!("question {i}")}]})
+    };
+    let owner =
+        stack.post("/v1/chat/completions", turn(0).to_string(), &[]).await.served_by().unwrap_or_default().to_string();
+    let owner_addr = *stack.fleet.pods.iter().find(|p| p.to_string() == owner).expect("a pod of the fleet");
+    // Busy, and then frozen: a busy engine's counters move at every step.
+    stack.pin(owner_addr, 0.0, 1.0, 0.1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut followed = 0;
+    for i in 1..=10 {
+        let reply = stack.post("/v1/chat/completions", turn(i).to_string(), &[]).await;
+        followed += usize::from(reply.served_by() == Some(owner.as_str()));
+    }
+    assert!(followed >= 9, "before the freeze, {followed}/10 turns followed their prefix");
+    stack.fault(owner_addr, json!({"freeze_metrics": true})).await;
+    let max_age = stack.config.routing.signal_max_age_ms;
+    tokio::time::sleep(Duration::from_millis(max_age + 500)).await;
+    let mut on_owner = 0;
+    let mut last = String::new();
+    for i in 11..=30 {
+        let reply = stack.post("/v1/chat/completions", turn(i).to_string(), &[]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        on_owner += usize::from(reply.served_by() == Some(owner.as_str()));
+        last = reply.header("x-infergate-decision").unwrap_or_default().to_string();
+    }
+    assert!(last.contains("basis=mixed"), "the frozen pod's signals are stale: {last}");
+    assert!(on_owner <= 12, "{on_owner}/20 turns still went to the frozen pod; last decision: {last}");
+    assert!(stack.agent_log().contains("metrics have not moved"), "the agent says why");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_killed_under_concurrent_load_loses_no_request() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let total = chaos_requests();
+    let victim = stack.fleet.pods[1];
+    let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (client, url, sent) = (client.clone(), url.clone(), sent.clone());
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                while sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < total {
+                    let reply = send(&client, &url, &chat_body("m", "hello", 2), &[]).await;
+                    if reply.status != 200 {
+                        failures.push(format!("{}: {}", reply.status, reply.body));
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    while sent.load(std::sync::atomic::Ordering::SeqCst) < total / 4 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stack.kill_pod(victim).await;
+    let mut failures = Vec::new();
+    for worker in workers {
+        failures.extend(worker.await.unwrap());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {total} requests failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_cut_by_a_pod_killed_mid_answer_are_counted() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let victim = stack.fleet.pods[2];
+    let client = stack.client().clone();
+    let url = stack.gateway_url.clone();
+    let streams: Vec<_> = (0..16)
+        .map(|i| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move {
+                let body = json!({"model": "m", "stream": true, "max_tokens": 400,
+                    "messages": [{"role": "user", "content": format!("stream {i}")}]});
+                let response = client.post(format!("{url}/v1/chat/completions")).json(&body).send().await;
+                let Ok(response) = response else { return (0, false) };
+                let pod = response.headers().get(infergate_model_sim::SERVED_BY_HEADER).cloned();
+                let text = response.text().await.unwrap_or_default();
+                (pod.map_or(0, |_| 1), text.contains("data: [DONE]"))
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stack.kill_pod(victim).await;
+    let mut completed = 0;
+    for stream in streams {
+        let (_, done) = stream.await.unwrap();
+        completed += usize::from(done);
+    }
+    let cut = 16 - completed;
+    eprintln!("{cut} of 16 streams were cut when their pod died mid-answer");
+    // A stream whose headers went out cannot be retried on another pod: those on the
+    // killed pod (about a quarter) end early; every other stream completes.
+    assert!(cut <= 8, "{cut} of 16 streams were cut");
+    let reply = stack.chat("m", 1).await;
+    assert_eq!(reply.status, 200, "the gateway serves on after the cut streams: {}", reply.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_agent_restores_signal_routing_within_a_second() {
+    let mut stack = Stack::start(StackSpec::default()).await;
+    stack.kill_agent();
+    let max_age = stack.config.routing.signal_max_age_ms;
+    tokio::time::sleep(Duration::from_millis(max_age + 300)).await;
+    let decision = stack.chat("m", 1).await.header("x-infergate-decision").unwrap_or_default().to_string();
+    assert!(decision.contains("basis=load-only"), "{decision}");
+    assert!(stack.stat("infergate.snapshot.age_ms").await.unwrap_or(0) >= max_age, "the age gauge shows the gap");
+    let started = Instant::now();
+    stack.start_agent().await;
+    loop {
+        let reply = stack.chat("m", 1).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if reply.header("x-infergate-decision").unwrap_or_default().contains("basis=signals") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "signals not back {:?} after the restart",
+            started.elapsed()
+        );
+    }
+    eprintln!("signal routing back {:?} after the agent restarted", started.elapsed());
+}
