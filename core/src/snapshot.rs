@@ -249,6 +249,13 @@ mod tests {
     }
 
     #[test]
+    fn the_fuzz_seed_snapshot_is_a_valid_current_snapshot() {
+        let seed = include_bytes!("../../fuzz/seeds/snapshot_decode/two_pods.msgpack");
+        let snapshot = Snapshot::decode(seed).unwrap();
+        assert_eq!((snapshot.pools[0].pods.len(), snapshot.routing.models[0].name.as_str()), (2, "m"));
+    }
+
+    #[test]
     fn a_version_1_snapshot_is_refused_by_its_version() {
         let old = serde_json::json!({
             "version": 1, "sequence": 1, "created_at_ms": 0,
