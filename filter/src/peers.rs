@@ -28,7 +28,9 @@ const FLUSH_HASHES: usize = 8_192;
 pub struct PrefixPeers {
     vm_id: String,
     own_name: String,
-    own_queue: Option<u32>,
+    /// Registered on the first request; `None` before, or if registering failed.
+    own_queue: Cell<Option<u32>>,
+    joined: Cell<bool>,
     /// Other workers' queues, resolved lazily.
     peers: RefCell<Vec<(String, Option<u32>)>>,
     /// The registry version the peer list was read at.
@@ -41,24 +43,12 @@ pub struct PrefixPeers {
 }
 
 impl PrefixPeers {
-    pub fn register(vm_id: &str, random: u64) -> Self {
-        let own_name = format!("{PREFIX_QUEUE_PREFIX}{random:016x}");
-        let own_queue = match host::register_queue(&own_name) {
-            Ok(id) => Some(id),
-            Err(status) => {
-                log::warn!(
-                    "infergate router: cannot register {own_name}, prefix records from other workers are lost: {status:?}"
-                );
-                None
-            }
-        };
-        if own_queue.is_some() {
-            add_to_registry(&own_name);
-        }
+    pub fn new(vm_id: &str, random: u64) -> Self {
         Self {
             vm_id: vm_id.to_string(),
-            own_name,
-            own_queue,
+            own_name: format!("{PREFIX_QUEUE_PREFIX}{random:016x}"),
+            own_queue: Cell::new(None),
+            joined: Cell::new(false),
             peers: RefCell::new(Vec::new()),
             seen_cas: Cell::new(None),
             pending: RefCell::new(Vec::new()),
@@ -68,8 +58,26 @@ impl PrefixPeers {
         }
     }
 
+    /// Registers this worker's queue and lists it for the others, once: called for
+    /// every request, so that only workers that serve requests receive records.
+    pub fn join(&self) {
+        if self.joined.replace(true) {
+            return;
+        }
+        match host::register_queue(&self.own_name) {
+            Ok(id) => {
+                self.own_queue.set(Some(id));
+                add_to_registry(&self.own_name);
+            }
+            Err(status) => log::warn!(
+                "infergate router: cannot register {}, prefix records from other workers are lost: {status:?}",
+                self.own_name
+            ),
+        }
+    }
+
     pub fn own_queue(&self) -> Option<u32> {
-        self.own_queue
+        self.own_queue.get()
     }
 
     /// Sends `record` to every other worker, now or with the next batch.

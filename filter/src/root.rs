@@ -75,7 +75,10 @@ impl RootContext for PluginRoot {
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`, so every role answers with some context.
         Some(match &self.role {
-            Some(Role::Router(shared)) => Box::new(RouterHttp::new(Rc::clone(shared))),
+            Some(Role::Router(shared)) => {
+                shared.on_request();
+                Box::new(RouterHttp::new(Rc::clone(shared)))
+            }
             Some(Role::Control(shared)) => Box::new(ControlHttp::new(Rc::clone(shared))),
             Some(Role::Singleton(_)) | None => Box::new(PassThrough),
         })

@@ -57,7 +57,7 @@ impl RouterShared {
             explain: role.explain,
             metrics: RouterMetrics::define(),
             pools: RefCell::new(HashMap::new()),
-            peers: PrefixPeers::register(&role.vm_id, random_u64()),
+            peers: PrefixPeers::new(&role.vm_id, random_u64()),
         }
     }
 
@@ -106,6 +106,11 @@ impl RouterShared {
             router.record_prefix(pod, &hashes);
         }
         self.peers.share(PrefixRecord { pod, hashes }, host::now_unix_ms());
+    }
+
+    /// A request arrived on this worker.
+    pub fn on_request(&self) {
+        self.peers.join();
     }
 
     pub fn on_tick(&self) {
