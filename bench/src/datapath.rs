@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use infergate_envoy_config::UpstreamPolicy;
 
-use crate::procfs::{cpu_seconds, rss_mib};
+use infergate_e2e::procfs::{cpu_seconds, rss_mib};
 
 pub const BODY_SIZES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024];
 pub const CONCURRENCY: [usize; 3] = [1, 32, 150];

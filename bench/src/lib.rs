@@ -9,7 +9,6 @@ pub mod des;
 pub mod e2e;
 pub mod fleet;
 pub mod policies;
-pub mod procfs;
 pub mod report;
 pub mod request;
 pub mod results;

@@ -9,6 +9,8 @@ pub mod artifacts;
 pub mod client;
 pub mod fleet;
 pub mod kube_api;
+pub mod procfs;
+pub mod soak;
 pub mod stack;
 
 pub use client::{Reply, chat_body};
