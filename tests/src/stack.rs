@@ -74,6 +74,8 @@ pub struct StackSpec {
     pub instant_pods: bool,
     /// The route's timeout for a whole request.
     pub request_timeout_ms: u64,
+    /// Start Envoy able to hot-restart (`--restart-epoch 0`), for [`Stack::hot_restart`].
+    pub hot_restart: bool,
 }
 
 impl Default for StackSpec {
@@ -92,6 +94,7 @@ impl Default for StackSpec {
             scrape_interval_ms: 50,
             instant_pods: false,
             request_timeout_ms: 30_000,
+            hot_restart: false,
         }
     }
 }
@@ -106,6 +109,8 @@ pub struct Stack {
     pub agent_url: String,
     client: reqwest::Client,
     envoy: Option<Child>,
+    /// The hot-restart epoch of the running Envoy, if it can hot-restart.
+    epoch: Option<u32>,
     agent: Option<Child>,
     dir: tempfile::TempDir,
 }
@@ -193,10 +198,12 @@ impl Stack {
             config,
             client: reqwest::Client::new(),
             envoy: None,
+            epoch: None,
             agent: None,
             dir,
         };
         stack.write_files(spec.upstream_policy, spec.access_log);
+        stack.epoch = spec.hot_restart.then_some(0);
         stack.start_envoy(spec.envoy_concurrency).await;
         if spec.start_agent && spec.upstream_policy == UpstreamPolicy::Infergate {
             stack.start_agent().await;
@@ -227,12 +234,37 @@ impl Stack {
         Stdio::from(std::fs::File::create(self.path(name)).expect("create a log file"))
     }
 
-    async fn start_envoy(&mut self, concurrency: u32) {
-        let child = Command::new(artifacts::envoy())
+    /// Shared-memory id of this stack's hot-restart family: distinct per stack.
+    fn base_id(&self) -> String {
+        (u32::from(self.config.gateway.admin.port()) * 10 + std::process::id() % 10).to_string()
+    }
+
+    fn envoy_command(&self, concurrency: u32) -> Command {
+        let mut command = Command::new(artifacts::envoy());
+        command
             .arg("-c")
             .arg(self.path("envoy.yaml"))
-            .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart", "--log-level", "info"])
-            .env("INFERGATE_CONTROL_TOKEN", TOKEN)
+            .args(["--concurrency", &concurrency.to_string(), "--log-level", "info"])
+            .env("INFERGATE_CONTROL_TOKEN", TOKEN);
+        match self.epoch {
+            Some(epoch) => command.args([
+                "--base-id",
+                &self.base_id(),
+                "--restart-epoch",
+                &epoch.to_string(),
+                "--drain-time-s",
+                "1",
+                "--parent-shutdown-time-s",
+                "2",
+            ]),
+            None => command.arg("--disable-hot-restart"),
+        };
+        command
+    }
+
+    async fn start_envoy(&mut self, concurrency: u32) {
+        let child = self
+            .envoy_command(concurrency)
             .stdout(self.log_file("envoy.out"))
             .stderr(self.log_file("envoy.log"))
             .spawn()
@@ -276,6 +308,29 @@ impl Stack {
             self.stat("infergate.control.accepted").await.unwrap_or(0) > before
         })
         .await;
+    }
+
+    /// Hot-restarts Envoy: a new process of the next epoch takes the listeners over, the
+    /// old one drains and exits. Returns once the old one has exited.
+    pub async fn hot_restart(&mut self, concurrency: u32) {
+        let epoch = self.epoch.expect("the stack was started with hot_restart");
+        self.epoch = Some(epoch + 1);
+        let log = self.path(&format!("envoy.{}.log", epoch + 1));
+        let child = self
+            .envoy_command(concurrency)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(log).expect("create a log file")))
+            .spawn()
+            .expect("start the new envoy");
+        let mut parent = self.envoy.replace(child).expect("an envoy to restart");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if parent.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the old envoy did not exit after the hot restart");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// What the agent has logged so far.

@@ -271,3 +271,53 @@ async fn a_restarted_agent_restores_signal_routing_within_a_second() {
     }
     eprintln!("signal routing back {:?} after the agent restarted", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_envoy_hot_restart_fails_no_request_and_the_new_process_gets_the_snapshot() {
+    let mut stack = Stack::start(StackSpec { hot_restart: true, ..StackSpec::default() }).await;
+    let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (client, url, stop) = (client.clone(), url.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut sent, mut failures) = (0, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let reply = send(&client, &url, &chat_body("m", "hello", 2), &[]).await;
+                    sent += 1;
+                    if reply.status != 200 {
+                        failures.push(format!("{}: {}", reply.status, reply.body));
+                    }
+                }
+                (sent, failures)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stack.hot_restart(2).await;
+    let restarted = Instant::now();
+    // The new process starts with empty shared data: the agent's next push fills it.
+    loop {
+        let reply = stack.chat("m", 1).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if reply.header("x-infergate-decision").unwrap_or_default().contains("basis=signals") {
+            break;
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(1),
+            "no snapshot in the new Envoy after {:?}",
+            restarted.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut sent, mut failures) = (0, Vec::new());
+    for c in clients {
+        let (n, f) = c.await.unwrap();
+        sent += n;
+        failures.extend(f);
+    }
+    eprintln!("{sent} requests across the hot restart, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} of {sent} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+}

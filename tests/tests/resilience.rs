@@ -71,3 +71,38 @@ async fn spoofed_routing_headers_never_reach_the_decision_or_the_pod() {
         assert_eq!(reply.header("x-sim-echo-x-gateway-spoofed"), None, "a client x-gateway-* header reached the pod");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_naming_the_admin_and_control_ports_cannot_send_traffic_there() {
+    use infergate_core::endpoint::Endpoint;
+    use infergate_core::snapshot::{PodSignals, PodState};
+
+    let mut stack = Stack::start(StackSpec::default()).await;
+    stack.kill_agent();
+    let pods: Vec<String> = stack.fleet.pods.iter().map(ToString::to_string).collect();
+    let intruders = [stack.config.gateway.admin, stack.config.gateway.control];
+    // A compromised or buggy agent: the real pods look full, the admin and control
+    // listeners look idle, so the filter ranks the intruders first.
+    let mut snapshot = stack.snapshot_favouring(intruders[0], u64::MAX / 2);
+    let scraped_at_ms = snapshot.created_at_ms;
+    for address in intruders {
+        snapshot.pools[0].pods.push(PodState {
+            address: Endpoint::new(address),
+            ready: true,
+            scraped_at_ms: Some(scraped_at_ms),
+            signals: Some(PodSignals::default()),
+        });
+    }
+    let token = std::fs::read_to_string(stack.path("token")).unwrap();
+    assert_eq!(stack.push_snapshot(Some(token.trim()), snapshot.encode().unwrap()).await, 204);
+    let mut ranked_an_intruder = false;
+    for i in 0..20 {
+        let reply = stack.chat("m", 1).await;
+        let decision = reply.header("x-infergate-decision").unwrap_or_default().to_string();
+        ranked_an_intruder |= intruders.iter().any(|a| decision.contains(&format!("chosen={a}")));
+        assert_eq!(reply.status, 200, "request {i}: {}", reply.body);
+        let served_by = reply.served_by().unwrap_or_default().to_string();
+        assert!(pods.contains(&served_by), "request {i} was served by {served_by:?}, not a pool member");
+    }
+    assert!(ranked_an_intruder, "the filter never chose an intruder, so the cluster's guard was not exercised");
+}
