@@ -179,6 +179,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut fleet_changes = follow_fleet(config, kube);
     let mut scraper = FleetScraper::new(client, fleet_changes.borrow_and_update().clone());
+    let pod_names =
+        |scraper: &FleetScraper| scraper.targets().iter().map(|t| t.endpoint.to_string()).collect::<Vec<_>>();
+    telemetry.track_pods(pod_names(&scraper).iter().map(String::as_str));
     let mut next_round = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -191,6 +194,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 let fleet = fleet_changes.borrow_and_update().clone();
                 let pods_changed = scraper.set_fleet(fleet);
                 telemetry.fleet_changes.inc();
+                if pods_changed {
+                    telemetry.track_pods(pod_names(&scraper).iter().map(String::as_str));
+                }
                 tracing::info!(pods = scraper.targets().len(), pods_changed, "fleet changed; pushing now");
             }
         }
@@ -306,12 +312,14 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
     let mut all_ok = true;
     for (target, attempt) in pusher.targets().iter().zip(attempts) {
         let label = TargetLabel { target: target.clone() };
+        // Created at 0 on the first round, so that the series exists before a failure.
+        let push_errors = telemetry.push_errors.get_or_create(&label);
         match attempt.result {
             Some(Ok(())) if attempt.was_failing => tracing::info!(%target, "push recovered"),
             Some(Ok(())) => tracing::debug!(%target, sequence = snapshot.sequence, bytes = size, "pushed"),
             Some(Err(e)) => {
                 all_ok = false;
-                telemetry.push_errors.get_or_create(&label).inc();
+                push_errors.inc();
                 if !attempt.was_failing {
                     tracing::warn!(%target, error = %e, "push failed; retrying with backoff");
                 }

@@ -38,10 +38,27 @@ pub struct Telemetry {
     pub pods: Gauge,
     pub fleet_changes: Counter,
     pub push_age_seconds: Family<TargetLabel, Gauge<f64, AtomicU64>>,
+    /// The pods with a `scrape_errors` series.
+    pods_with_series: Mutex<std::collections::BTreeSet<String>>,
     ready: AtomicBool,
 }
 
 impl Telemetry {
+    /// Gives every pod of the fleet a `scrape_errors` series from 0, so that a rate over
+    /// it exists before the first failure, and drops the series of pods that left, so
+    /// that pod churn does not grow the exposition.
+    pub fn track_pods<'a>(&self, pods: impl Iterator<Item = &'a str>) {
+        let Ok(mut known) = self.pods_with_series.lock() else { return };
+        let current: std::collections::BTreeSet<String> = pods.map(String::from).collect();
+        for gone in known.difference(&current) {
+            self.scrape_errors.remove(&PodLabel { pod: gone.clone() });
+        }
+        for pod in current.difference(&known) {
+            let _ = self.scrape_errors.get_or_create(&PodLabel { pod: pod.clone() });
+        }
+        *known = current;
+    }
+
     pub fn new() -> Arc<Self> {
         let telemetry = Telemetry {
             registry: Mutex::new(Registry::with_prefix("infergate_agent")),
@@ -54,6 +71,7 @@ impl Telemetry {
             pods: Gauge::default(),
             fleet_changes: Counter::default(),
             push_age_seconds: Family::default(),
+            pods_with_series: Mutex::new(std::collections::BTreeSet::new()),
             ready: AtomicBool::new(false),
         };
         if let Ok(mut registry) = telemetry.registry.lock() {
@@ -134,5 +152,17 @@ mod tests {
         let text = telemetry.encode();
         assert!(text.contains("infergate_agent_scrape_errors_total{pod=\"10.0.0.1:8000\"} 1"), "{text}");
         assert!(text.contains("infergate_agent_snapshot_bytes 123"), "{text}");
+    }
+
+    #[test]
+    fn every_pod_has_an_error_series_from_zero_and_departed_pods_lose_theirs() {
+        let telemetry = Telemetry::new();
+        telemetry.track_pods(["10.0.0.1:8000", "10.0.0.2:8000"].into_iter());
+        telemetry.scrape_errors.get_or_create(&PodLabel { pod: "10.0.0.2:8000".into() }).inc();
+        telemetry.track_pods(["10.0.0.2:8000", "10.0.0.3:8000"].into_iter());
+        let text = telemetry.encode();
+        assert!(!text.contains("10.0.0.1:8000"), "{text}");
+        assert!(text.contains("infergate_agent_scrape_errors_total{pod=\"10.0.0.2:8000\"} 1"), "{text}");
+        assert!(text.contains("infergate_agent_scrape_errors_total{pod=\"10.0.0.3:8000\"} 0"), "{text}");
     }
 }
