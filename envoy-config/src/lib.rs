@@ -6,6 +6,7 @@
 mod clusters;
 mod listeners;
 mod wasm;
+pub mod wasm_image;
 
 use std::path::PathBuf;
 
