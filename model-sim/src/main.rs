@@ -20,8 +20,8 @@ use tokio::sync::Notify;
 /// Admin API per pod: POST /admin/metrics pins reported metrics (JSON: waiting, running,
 /// kv_cache_usage, running_lora_adapters, waiting_lora_adapters), DELETE /admin/metrics
 /// unpins; POST /admin/faults sets faults (added_latency_ms, error_rate, error_status,
-/// hang, freeze_metrics); POST /admin/shutdown kills the pod (its port then refuses
-/// connections).
+/// hang, freeze_metrics); POST /admin/shutdown kills the pod (streams in progress are cut,
+/// and its port then refuses connections).
 #[derive(Parser)]
 #[command(version)]
 struct Args {

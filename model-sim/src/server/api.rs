@@ -1,6 +1,5 @@
 //! The OpenAI-compatible endpoints of one simulated pod.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -193,7 +192,7 @@ fn stream(
     flavor: Flavor,
     mut events: mpsc::UnboundedReceiver<EngineEvent>,
 ) -> Response {
-    let (tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, Infallible>>(16);
+    let (tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     tokio::spawn(async move {
         let mut tx = tx;
         let id = pod.next_id();
@@ -202,6 +201,11 @@ fn stream(
         while let Some(event) = events.recv().await {
             if let EngineEvent::Finished { .. } = event {
                 break;
+            }
+            if pod.is_killed() {
+                // As a crashed server: the connection is reset mid-answer.
+                let _ = futures::SinkExt::send(&mut tx, Err(std::io::Error::other("pod killed"))).await;
+                return;
             }
             sent += 1;
             let chunk = chunk(flavor, id, &request.model, "tok ", sent >= output_tokens);
@@ -226,7 +230,7 @@ fn stream(
 }
 
 async fn send(
-    tx: &mut futures::channel::mpsc::Sender<Result<Bytes, Infallible>>,
+    tx: &mut futures::channel::mpsc::Sender<Result<Bytes, std::io::Error>>,
     event: &Value,
 ) -> Result<(), futures::channel::mpsc::SendError> {
     futures::SinkExt::send(tx, Ok(Bytes::from(format!("data: {event}\n\n")))).await

@@ -64,6 +64,8 @@ pub struct Pod {
     frozen_metrics: RwLock<Option<String>>,
     rng: Mutex<fastrand::Rng>,
     shutdown: Notify,
+    /// Set by the admin API's kill: answers being streamed stop at their next token.
+    killed: std::sync::atomic::AtomicBool,
     ids: AtomicU64,
 }
 
@@ -77,9 +79,15 @@ impl Pod {
             frozen_metrics: RwLock::new(None),
             rng: Mutex::new(fastrand::Rng::with_seed(spec.seed ^ u64::from(spec.address.port()))),
             shutdown: Notify::new(),
+            killed: std::sync::atomic::AtomicBool::new(false),
             ids: AtomicU64::new(0),
             spec,
         })
+    }
+
+    /// Whether the pod was killed: a crashed server sends nothing more.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -184,6 +192,7 @@ async fn set_faults(State(pod): State<Arc<Pod>>, axum::Json(faults): axum::Json<
 
 async fn shutdown(State(pod): State<Arc<Pod>>) -> StatusCode {
     tracing::warn!(pod = %pod.address(), "shutdown requested through the admin API");
+    pod.killed.store(true, std::sync::atomic::Ordering::SeqCst);
     pod.shutdown.notify_waiters();
     StatusCode::ACCEPTED
 }
