@@ -35,9 +35,8 @@ pub struct PrefixPeers {
     peers: RefCell<Vec<(String, Option<u32>)>>,
     /// The registry version the peer list was read at.
     seen_cas: Cell<Option<u32>>,
-    /// Records not sent yet, oldest first, and how many hashes they hold.
+    /// Records not sent yet, oldest first.
     pending: RefCell<Vec<PrefixRecord>>,
-    pending_hashes: Cell<usize>,
     last_flush_ms: Cell<u64>,
     ticking: Cell<bool>,
 }
@@ -52,7 +51,6 @@ impl PrefixPeers {
             peers: RefCell::new(Vec::new()),
             seen_cas: Cell::new(None),
             pending: RefCell::new(Vec::new()),
-            pending_hashes: Cell::new(0),
             last_flush_ms: Cell::new(0),
             ticking: Cell::new(false),
         }
@@ -83,11 +81,12 @@ impl PrefixPeers {
     /// Sends `record` to every other worker, now or with the next batch.
     pub fn share(&self, record: PrefixRecord, now_ms: u64) {
         let Ok(mut pending) = self.pending.try_borrow_mut() else { return };
-        self.pending_hashes.set(self.pending_hashes.get().saturating_add(record.hashes.len()));
         pending.push(record);
+        // A handful of records wait at most: summing them is cheaper than tracking.
+        let pending_hashes: usize = pending.iter().map(|r| r.hashes.len()).sum();
         drop(pending);
         let quiet = now_ms.saturating_sub(self.last_flush_ms.get()) >= FLUSH_PERIOD_MS;
-        if quiet || self.pending_hashes.get() >= FLUSH_HASHES {
+        if quiet || pending_hashes >= FLUSH_HASHES {
             self.flush(now_ms);
         } else if !self.ticking.get() {
             host::set_tick_period_ms(FLUSH_PERIOD_MS);
@@ -112,7 +111,6 @@ impl PrefixPeers {
         let message = PrefixRecord::encode_all(&pending);
         pending.clear();
         drop(pending);
-        self.pending_hashes.set(0);
         self.last_flush_ms.set(now_ms);
         self.broadcast(&message);
     }
