@@ -15,6 +15,8 @@ use crate::{Stack, StackSpec};
 
 /// The share of the measured capacity offered during the soak.
 pub const LOAD_SHARE: f64 = 0.7;
+/// Memory growth after warm-up that fails the soak.
+pub const MAX_GROWTH: f64 = 0.05;
 /// Requests in flight at most; beyond it the offered load is not kept up.
 const MAX_OUTSTANDING: usize = 512;
 
@@ -32,6 +34,9 @@ pub struct Sample {
     pub requests: u64,
     pub errors: u64,
 }
+
+/// One sampled figure, to compare its values over the run.
+pub type Figure = fn(&Sample) -> f64;
 
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -52,11 +57,35 @@ impl Report {
 
     /// Growth of a figure after warm-up (the first quarter of the run): the largest
     /// later value over the value when warm-up ended, minus one.
-    pub fn growth_after_warmup(&self, figure: fn(&Sample) -> f64) -> f64 {
+    pub fn growth_after_warmup(&self, figure: Figure) -> f64 {
         let end = self.samples.last().map_or(0.0, |s| s.at_s);
         let mut after = self.samples.iter().filter(|s| s.at_s >= end / 4.0);
         let Some(base) = after.next().map(figure).filter(|v| *v > 0.0) else { return 0.0 };
         after.map(figure).fold(base, f64::max) / base - 1.0
+    }
+
+    /// Why the run fails the soak's bar (any error; memory growth of 5% or more after
+    /// warm-up in Envoy's RSS or allocated memory, the VM, or the agent); empty if it
+    /// passes.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.errors() > 0 {
+            failures.push(format!("{} errors, first: {:?}", self.errors(), self.first_errors));
+        }
+        let figures: [(&str, Figure); 4] = [
+            ("Envoy RSS", |s| s.envoy_rss_mib),
+            // RSS hides a slow leak behind the allocator's caches; this does not.
+            ("Envoy allocated memory", |s| s.envoy_allocated_mib),
+            ("wasm VM memory", |s| s.vm_memory_mib),
+            ("agent RSS", |s| s.agent_rss_mib),
+        ];
+        for (name, figure) in figures {
+            let growth = self.growth_after_warmup(figure);
+            if growth >= MAX_GROWTH {
+                failures.push(format!("{name} grew {:.1}% after warm-up", growth * 100.0));
+            }
+        }
+        failures
     }
 
     pub fn markdown(&self) -> String {

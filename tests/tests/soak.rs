@@ -10,14 +10,5 @@ async fn two_minutes_at_70_percent_of_capacity_lose_nothing_and_leak_nothing() {
     let report = soak::run(Duration::from_secs(120), Duration::from_secs(10)).await;
     eprintln!("{}", report.markdown());
     assert!(report.requests() as f64 >= report.offered_rps * 100.0, "the offered load was not kept up");
-    assert_eq!(report.errors(), 0, "first errors: {:?}", report.first_errors);
-    for (name, growth) in [
-        ("Envoy RSS", report.growth_after_warmup(|s| s.envoy_rss_mib)),
-        // RSS hides a slow leak behind the allocator's caches; this does not.
-        ("Envoy allocated", report.growth_after_warmup(|s| s.envoy_allocated_mib)),
-        ("wasm VM memory", report.growth_after_warmup(|s| s.vm_memory_mib)),
-        ("agent RSS", report.growth_after_warmup(|s| s.agent_rss_mib)),
-    ] {
-        assert!(growth < 0.05, "{name} grew {:.1}% after warm-up", growth * 100.0);
-    }
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use infergate_bench::agent_scale;
+use infergate_bench::cli;
 
 /// Measures the agent's CPU per pod, its memory, the snapshot size, and the time from a
 /// pod's metric change to routing in Envoy following it, for each fleet size.
@@ -27,12 +28,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let mut results = Vec::new();
     for &pods in &args.pods {
@@ -49,12 +47,5 @@ fn main() -> ExitCode {
         }
     }
     let table = agent_scale::markdown(&results);
-    println!("{table}");
-    if let Err(e) =
-        std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &table))
-    {
-        eprintln!("error: cannot write {}: {e}", args.out.display());
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    cli::report(&args.out, &table)
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use infergate_bench::cli;
 use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways};
 
 /// Measures what the in-proxy routing decision costs per request.
@@ -28,12 +29,9 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let bodies = if args.bodies.is_empty() { BODY_SIZES.to_vec() } else { args.bodies.clone() };
     let concurrencies = if args.concurrency.is_empty() { CONCURRENCY.to_vec() } else { args.concurrency.clone() };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let report = runtime.block_on(async {
         let gateways = Gateways::start().await;
@@ -62,12 +60,5 @@ fn main() -> ExitCode {
             footprint.snapshot_decodes_per_s
         )
     });
-    println!("{report}");
-    if let Err(e) =
-        std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &report))
-    {
-        eprintln!("error: cannot write {}: {e}", args.out.display());
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    cli::report(&args.out, &report)
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use infergate_bench::cli;
 use infergate_e2e::soak;
 
 /// Hours of load, with nothing lost and nothing leaked.
@@ -23,30 +24,17 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let duration = Duration::from_secs_f64(args.minutes * 60.0);
     let report = runtime.block_on(soak::run(duration, Duration::from_secs_f64(args.sample_seconds)));
-    let text = report.markdown();
-    println!("{text}");
-    if let Err(e) = std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.md"), &text))
-    {
-        eprintln!("error: cannot write {}: {e}", args.out.display());
-    }
-    let growths = [
-        report.growth_after_warmup(|s| s.envoy_rss_mib),
-        report.growth_after_warmup(|s| s.envoy_allocated_mib),
-        report.growth_after_warmup(|s| s.vm_memory_mib),
-        report.growth_after_warmup(|s| s.agent_rss_mib),
-    ];
-    if report.errors() > 0 || growths.iter().any(|g| *g >= 0.05) {
-        eprintln!("soak failed: {} errors (first: {:?}), growth {growths:?}", report.errors(), report.first_errors);
+    let written = cli::report(&args.out, &report.markdown());
+    let failures = report.failures();
+    if !failures.is_empty() {
+        eprintln!("soak failed: {}", failures.join("; "));
         return ExitCode::FAILURE;
     }
-    ExitCode::SUCCESS
+    written
 }
