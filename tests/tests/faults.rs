@@ -3,6 +3,8 @@
 //! and an agent that restarts. `make chaos` runs the load cases longer
 //! (`INFERGATE_CHAOS_REQUESTS`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::Criticality;
@@ -21,6 +23,66 @@ async fn send(client: &reqwest::Client, url: &str, body: &Value, headers: &[(&st
         request = request.header(*name, *value);
     }
     read_reply(request.send().await.expect("the gateway answers")).await
+}
+
+/// Clients sending non-streamed chats back to back until stopped, each failure kept.
+struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+    clients: Vec<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl BackgroundLoad {
+    fn start(stack: &Stack, clients: usize) -> Self {
+        let (stop, sent) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let clients = (0..clients)
+            .map(|_| {
+                let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
+                let (stop, sent) = (Arc::clone(&stop), Arc::clone(&sent));
+                tokio::spawn(async move {
+                    let mut failures = Vec::new();
+                    while !stop.load(Ordering::SeqCst) {
+                        let reply = send(&client, &url, &chat_body("m", "hello", 2), &[]).await;
+                        sent.fetch_add(1, Ordering::SeqCst);
+                        if reply.status != 200 {
+                            failures.push(format!("{}: {}", reply.status, reply.body));
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        Self { stop, sent, clients }
+    }
+
+    async fn wait_for(&self, requests: usize) {
+        while self.sent.load(Ordering::SeqCst) < requests {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops the clients; how many requests they sent, and the failed ones.
+    async fn stop(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut failures = Vec::new();
+        for client in self.clients {
+            failures.extend(client.await.unwrap());
+        }
+        (self.sent.load(Ordering::SeqCst), failures)
+    }
+}
+
+/// Sends requests until one is routed on fresh signals, failing after 1 s from `since`.
+async fn wait_for_signal_routing(stack: &Stack, since: Instant, what: &str) {
+    loop {
+        let reply = stack.chat("m", 1).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if reply.header("x-infergate-decision").unwrap_or_default().contains("basis=signals") {
+            return;
+        }
+        assert!(since.elapsed() < Duration::from_secs(1), "no signal routing {:?} after {what}", since.elapsed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn error_code(reply: &Reply) -> String {
@@ -176,38 +238,13 @@ async fn a_pod_whose_metrics_freeze_stops_attracting_its_conversations() {
 async fn a_pod_killed_under_concurrent_load_loses_no_request() {
     let stack = Stack::start(StackSpec::default()).await;
     let total = chaos_requests();
-    let victim = stack.fleet.pods[1];
-    let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
-    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let workers: Vec<_> = (0..16)
-        .map(|_| {
-            let (client, url, sent) = (client.clone(), url.clone(), sent.clone());
-            tokio::spawn(async move {
-                let mut failures = Vec::new();
-                while sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < total {
-                    let reply = send(&client, &url, &chat_body("m", "hello", 2), &[]).await;
-                    if reply.status != 200 {
-                        failures.push(format!("{}: {}", reply.status, reply.body));
-                    }
-                }
-                failures
-            })
-        })
-        .collect();
-    while sent.load(std::sync::atomic::Ordering::SeqCst) < total / 4 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    stack.kill_pod(victim).await;
-    let mut failures = Vec::new();
-    for worker in workers {
-        failures.extend(worker.await.unwrap());
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {total} requests failed: {:?}",
-        failures.len(),
-        &failures[..failures.len().min(5)]
-    );
+    let load = BackgroundLoad::start(&stack, 16);
+    load.wait_for(total / 4).await;
+    stack.kill_pod(stack.fleet.pods[1]).await;
+    load.wait_for(total).await;
+    let (sent, failures) = load.stop().await;
+    eprintln!("{sent} requests across the pod kill, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} of {sent} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,7 +253,7 @@ async fn streams_cut_by_a_pod_killed_mid_answer_are_counted() {
     let victim = stack.fleet.pods[2].to_string();
     let client = stack.client().clone();
     let url = stack.gateway_url.clone();
-    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Arc::new(AtomicUsize::new(0));
     let streams: Vec<_> = (0..16)
         .map(|i| {
             let (client, url, started) = (client.clone(), url.clone(), started.clone());
@@ -232,14 +269,14 @@ async fn streams_cut_by_a_pod_killed_mid_answer_are_counted() {
                     .to_str()
                     .unwrap()
                     .to_string();
-                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                started.fetch_add(1, Ordering::SeqCst);
                 // A cut stream ends with a body error or without its last event.
                 let text = response.text().await.unwrap_or_default();
                 (pod, text.contains("data: [DONE]"))
             })
         })
         .collect();
-    while started.load(std::sync::atomic::Ordering::SeqCst) < 16 {
+    while started.load(Ordering::SeqCst) < 16 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Every stream has its headers: the victim's can no longer move to another pod.
@@ -273,67 +310,20 @@ async fn a_restarted_agent_restores_signal_routing_within_a_second() {
     assert!(stack.stat("infergate.snapshot.age_ms").await.unwrap_or(0) >= max_age, "the age gauge shows the gap");
     let started = Instant::now();
     stack.start_agent().await;
-    loop {
-        let reply = stack.chat("m", 1).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        if reply.header("x-infergate-decision").unwrap_or_default().contains("basis=signals") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "signals not back {:?} after the restart",
-            started.elapsed()
-        );
-    }
+    wait_for_signal_routing(&stack, started, "the agent restarted").await;
     eprintln!("signal routing back {:?} after the agent restarted", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_envoy_hot_restart_fails_no_request_and_the_new_process_gets_the_snapshot() {
     let mut stack = Stack::start(StackSpec { hot_restart: true, ..StackSpec::default() }).await;
-    let (client, url) = (stack.client().clone(), stack.gateway_url.clone());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients: Vec<_> = (0..8)
-        .map(|_| {
-            let (client, url, stop) = (client.clone(), url.clone(), stop.clone());
-            tokio::spawn(async move {
-                let (mut sent, mut failures) = (0, Vec::new());
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    let reply = send(&client, &url, &chat_body("m", "hello", 2), &[]).await;
-                    sent += 1;
-                    if reply.status != 200 {
-                        failures.push(format!("{}: {}", reply.status, reply.body));
-                    }
-                }
-                (sent, failures)
-            })
-        })
-        .collect();
+    let load = BackgroundLoad::start(&stack, 8);
     tokio::time::sleep(Duration::from_millis(500)).await;
     stack.hot_restart(2).await;
-    let restarted = Instant::now();
     // The new process starts with empty shared data: the agent's next push fills it.
-    loop {
-        let reply = stack.chat("m", 1).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        if reply.header("x-infergate-decision").unwrap_or_default().contains("basis=signals") {
-            break;
-        }
-        assert!(
-            restarted.elapsed() < Duration::from_secs(1),
-            "no snapshot in the new Envoy after {:?}",
-            restarted.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_signal_routing(&stack, Instant::now(), "the old Envoy exited").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (mut sent, mut failures) = (0, Vec::new());
-    for c in clients {
-        let (n, f) = c.await.unwrap();
-        sent += n;
-        failures.extend(f);
-    }
+    let (sent, failures) = load.stop().await;
     eprintln!("{sent} requests across the hot restart, {} failed", failures.len());
     assert!(failures.is_empty(), "{} of {sent} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
 }
