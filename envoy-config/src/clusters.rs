@@ -34,7 +34,7 @@ fn policy(name: &str, type_name: &str) -> Value {
     }}]})
 }
 
-fn load_balancing_policy(upstream: UpstreamPolicy) -> Value {
+pub(crate) fn load_balancing_policy(upstream: UpstreamPolicy) -> Value {
     let least_request = || {
         policy(
             "envoy.load_balancing_policies.least_request",

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod clusters;
+pub mod kubernetes;
 mod listeners;
 mod wasm;
 pub mod wasm_image;
@@ -41,11 +42,20 @@ impl WasmRuntime {
     }
 }
 
+/// Where Envoy reads the filter's module from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WasmCode {
+    /// A file on Envoy's machine: the absolute path of the built `infergate_filter.wasm`.
+    Local(PathBuf),
+    /// Fetched by Envoy over HTTP(S) through `cluster`, and refused unless its SHA-256 is
+    /// `sha256`: how a gateway in Kubernetes gets the module without a volume.
+    Remote { url: String, sha256: String, cluster: String },
+}
+
 /// Choices that are about this deployment rather than about routing.
 #[derive(Debug, Clone)]
 pub struct RenderOptions {
-    /// Absolute path of the built `infergate_filter.wasm`.
-    pub wasm_path: PathBuf,
+    pub code: WasmCode,
     pub runtime: WasmRuntime,
     pub token_env: String,
     pub upstream_policy: UpstreamPolicy,
@@ -58,7 +68,7 @@ pub struct RenderOptions {
 impl RenderOptions {
     pub fn new(wasm_path: PathBuf) -> Self {
         Self {
-            wasm_path,
+            code: WasmCode::Local(wasm_path),
             runtime: WasmRuntime::default(),
             token_env: DEFAULT_TOKEN_ENV.to_string(),
             upstream_policy: UpstreamPolicy::Infergate,

@@ -11,7 +11,7 @@ use crate::{RenderOptions, wasm};
 /// Header the router filter sets to select the pool's route.
 pub const POOL_HEADER: &str = "x-infergate-pool";
 /// Room above the body limit so that the filter, not Envoy's buffer, answers 413.
-const BUFFER_HEADROOM_BYTES: u64 = 1024 * 1024;
+pub(crate) const BUFFER_HEADROOM_BYTES: u64 = 1024 * 1024;
 
 pub(crate) fn socket_address(addr: SocketAddr) -> Value {
     json!({"socket_address": {"address": addr.ip().to_string(), "port_value": addr.port()}})

@@ -4,13 +4,25 @@ use infergate_core::config::InfergateConfig;
 use infergate_core::filter_config::{ControlRole, FilterConfig, RouterRole};
 use serde_json::{Value, json};
 
-use crate::{RenderOptions, VM_ID};
+use crate::{RenderOptions, VM_ID, WasmCode};
+
+fn code(code: &WasmCode) -> Value {
+    match code {
+        WasmCode::Local(path) => json!({"local": {"filename": path.display().to_string()}}),
+        WasmCode::Remote { url, sha256, cluster } => json!({"remote": {
+            "http_uri": {"uri": url, "cluster": cluster, "timeout": "30s"},
+            "sha256": sha256,
+            // The module's server may start after Envoy; keep trying instead of failing.
+            "retry_policy": {"num_retries": 10},
+        }}),
+    }
+}
 
 fn vm_config(options: &RenderOptions) -> Value {
     json!({
         "vm_id": VM_ID,
         "runtime": options.runtime.extension_name(),
-        "code": {"local": {"filename": options.wasm_path.display().to_string()}},
+        "code": code(&options.code),
         "environment_variables": {"host_env_keys": [options.token_env]},
     })
 }
@@ -32,20 +44,27 @@ fn plugin(name: &str, root_id: &str, role: &FilterConfig, options: &RenderOption
     })
 }
 
-pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Value {
-    let role = FilterConfig::Router(Box::new(RouterRole {
+/// The router's configuration, also what Envoy Gateway and Istio carry as plugin config.
+pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConfig {
+    FilterConfig::Router(Box::new(RouterRole {
         vm_id: VM_ID.to_string(),
         routing: config.routing_config(),
         max_body_bytes: config.gateway.max_body_bytes,
-        explain: options.explain,
-    }));
+        explain,
+    }))
+}
+
+/// The router as a typed `Wasm` filter config, also what Istio's extension config holds.
+pub(crate) fn router_typed_config(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    let role = router_role(config, options.explain);
     json!({
-        "name": "envoy.filters.http.wasm",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-            "config": plugin("infergate-router", "router", &role, options),
-        },
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+        "config": plugin("infergate-router", "router", &role, options),
     })
+}
+
+pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    json!({"name": "envoy.filters.http.wasm", "typed_config": router_typed_config(config, options)})
 }
 
 pub(crate) fn control_filter(options: &RenderOptions) -> Value {

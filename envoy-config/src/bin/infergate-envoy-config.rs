@@ -1,26 +1,47 @@
-//! `infergate-envoy-config`: renders the Envoy bootstrap from `infergate.yaml`.
+//! `infergate-envoy-config`: renders the gateway's configuration from `infergate.yaml`,
+//! for plain Envoy or as Kubernetes manifests for Envoy Gateway or Istio.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use infergate_core::config::InfergateConfig;
+use infergate_envoy_config::kubernetes::{self, GatewayRef, KubernetesOptions, WasmSource};
 use infergate_envoy_config::{DEFAULT_TOKEN_ENV, RenderOptions, UpstreamPolicy, WasmRuntime, render_bootstrap_yaml};
+use sha2::{Digest, Sha256};
 
-/// Render the Envoy bootstrap (listeners, the infergate Wasm filter in its three roles,
-/// and one cluster per pool) from infergate.yaml. Validate the result with
-/// `envoy --mode validate -c OUT`.
+/// What to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Target {
+    /// An Envoy bootstrap: listeners, the filter in its three roles, one cluster per pool.
+    Envoy,
+    /// Services, an HTTPRoute, and Envoy Gateway's EnvoyExtensionPolicy, EnvoyPatchPolicy
+    /// and EnvoyProxy.
+    EnvoyGateway,
+    /// Services, an HTTPRoute and an Istio EnvoyFilter, for a Gateway of class istio.
+    Istio,
+}
+
+/// Render the gateway's configuration from infergate.yaml.
+///
+/// For plain Envoy (the default), the bootstrap; validate it with
+/// `envoy --mode validate -c OUT`. For Envoy Gateway or Istio, the manifests to
+/// `kubectl apply`; the README's "Deploy" section says what each one does.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
     /// The infergate.yaml to render.
     #[arg(short, long, default_value = "infergate.yaml")]
     config: PathBuf,
-    /// Path of the built filter, target/wasm32-wasip1/wasm/infergate_filter.wasm.
+    /// What to render.
+    #[arg(long, value_enum, default_value_t = Target::Envoy)]
+    target: Target,
+    /// The built filter, target/wasm32-wasip1/wasm/infergate_filter.wasm. Envoy loads it
+    /// from this path; for Kubernetes, its SHA-256 is computed from it.
     #[arg(long)]
-    wasm: PathBuf,
-    /// Where to write the bootstrap; `-` for standard output.
+    wasm: Option<PathBuf>,
+    /// Where to write; `-` for standard output.
     #[arg(short, long, default_value = "-")]
     out: PathBuf,
     /// The Wasm runtime Envoy runs the filter in.
@@ -29,15 +50,42 @@ struct Args {
     /// The environment variable of the Envoy process that holds the control token.
     #[arg(long, default_value = DEFAULT_TOKEN_ENV)]
     token_env: String,
-    /// How clusters pick pods: infergate, or one of Envoy's policies as a baseline.
+    /// How clusters pick pods: infergate, or one of Envoy's policies as a baseline (Envoy only).
     #[arg(long, value_enum, default_value_t = UpstreamPolicy::Infergate)]
     upstream_policy: UpstreamPolicy,
-    /// Add an `x-infergate-decision` response header explaining each choice.
+    /// Add an `x-infergate-decision` response header explaining each choice (Envoy only).
     #[arg(long)]
     explain: bool,
-    /// Do not write an access log line per request.
+    /// Do not write an access log line per request (Envoy only).
     #[arg(long)]
     no_access_log: bool,
+
+    /// Kubernetes: the Gateway that carries the OpenAI endpoint, as NAMESPACE/NAME.
+    #[arg(long, default_value = "infergate-system/infergate", help_heading = "Kubernetes")]
+    gateway: String,
+    /// Kubernetes: the `sectionName` of the Gateway's listener for clients.
+    #[arg(long, default_value = "http", help_heading = "Kubernetes")]
+    gateway_listener: String,
+    /// Kubernetes: the port of that listener.
+    #[arg(long, default_value_t = 80, help_heading = "Kubernetes")]
+    gateway_port: u16,
+    /// Kubernetes: namespace of the pools' Services and the HTTPRoute (default: the
+    /// pools' own, which must be one).
+    #[arg(long, help_heading = "Kubernetes")]
+    namespace: Option<String>,
+    /// Kubernetes: the http(s) URL the gateway fetches the module from.
+    #[arg(long, help_heading = "Kubernetes")]
+    wasm_url: Option<String>,
+    /// Kubernetes: the module's SHA-256 (default: computed from --wasm).
+    #[arg(long, help_heading = "Kubernetes")]
+    wasm_sha256: Option<String>,
+    /// Envoy Gateway: load the router from this OCI image instead of --wasm-url.
+    #[arg(long, help_heading = "Kubernetes")]
+    wasm_image: Option<String>,
+    /// Kubernetes: the Secret, in the Gateway's namespace, whose `token` key is the
+    /// control token.
+    #[arg(long, default_value = "infergate-control-token", help_heading = "Kubernetes")]
+    token_secret: String,
 }
 
 fn main() -> ExitCode {
@@ -49,20 +97,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let wasm = std::path::absolute(&args.wasm).unwrap_or(args.wasm);
-    let options = RenderOptions {
-        runtime: args.runtime,
-        token_env: args.token_env,
-        upstream_policy: args.upstream_policy,
-        explain: args.explain,
-        access_log: !args.no_access_log,
-        ..RenderOptions::new(wasm)
+    let text = match args.target {
+        Target::Envoy => envoy_bootstrap(&args, &config),
+        Target::EnvoyGateway | Target::Istio => kubernetes_manifests(&args, &config),
     };
-    let text = match render_bootstrap_yaml(&config, &options) {
+    let text = match text {
         Ok(text) => text,
         Err(err) => {
-            eprintln!("error: cannot render: {err}");
-            return ExitCode::FAILURE;
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
         }
     };
     let written = if args.out.as_os_str() == "-" {
@@ -78,4 +121,61 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn envoy_bootstrap(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+    let wasm = args.wasm.clone().ok_or("--wasm is required: Envoy loads the filter from that path")?;
+    let wasm = std::path::absolute(&wasm).unwrap_or(wasm);
+    let options = RenderOptions {
+        runtime: args.runtime,
+        token_env: args.token_env.clone(),
+        upstream_policy: args.upstream_policy,
+        explain: args.explain,
+        access_log: !args.no_access_log,
+        ..RenderOptions::new(wasm)
+    };
+    render_bootstrap_yaml(config, &options).map_err(|e| format!("cannot render: {e}"))
+}
+
+fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+    let (gateway_namespace, gateway_name) =
+        args.gateway.split_once('/').ok_or_else(|| format!("--gateway {:?}: expected NAMESPACE/NAME", args.gateway))?;
+    let url = args.wasm_url.clone().ok_or("--wasm-url is required: the gateway fetches the module from it")?;
+    let sha256 = match (&args.wasm_sha256, &args.wasm) {
+        (Some(sha256), _) => sha256.clone(),
+        (None, Some(path)) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            format!("{:x}", Sha256::digest(bytes))
+        }
+        (None, None) => return Err("pass --wasm-sha256, or --wasm to compute it".to_string()),
+    };
+    let gateway = GatewayRef {
+        namespace: gateway_namespace.to_string(),
+        name: gateway_name.to_string(),
+        listener: args.gateway_listener.clone(),
+        port: args.gateway_port,
+    };
+    let mut options =
+        KubernetesOptions::new(gateway, WasmSource { url, sha256, image: args.wasm_image.clone() });
+    options.namespace = match &args.namespace {
+        Some(namespace) => namespace.clone(),
+        None => pools_namespace(config).unwrap_or_else(|| options.gateway.namespace.clone()),
+    };
+    options.runtime = args.runtime;
+    options.token_env = args.token_env.clone();
+    options.token_secret = args.token_secret.clone();
+    let (documents, platform) = match args.target {
+        Target::Istio => (kubernetes::istio::render(config, &options), "Istio"),
+        _ => (kubernetes::envoy_gateway::render(config, &options), "Envoy Gateway"),
+    };
+    let documents = documents.map_err(|e| e.to_string())?;
+    kubernetes::to_yaml_documents(
+        &format!("Rendered by infergate-envoy-config --target for {platform} from infergate.yaml; edit that file, not this one."),
+        &documents,
+    )
+}
+
+/// The namespace of the first pool discovered by pod selector.
+fn pools_namespace(config: &InfergateConfig) -> Option<String> {
+    config.pools.iter().find_map(|pool| pool.discovery.as_ref()?.pods.as_ref().map(|s| s.namespace.clone()))
 }
