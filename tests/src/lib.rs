@@ -14,4 +14,4 @@ pub mod soak;
 pub mod stack;
 
 pub use client::{Reply, chat_body};
-pub use stack::{ModelSpec, Stack, StackSpec};
+pub use stack::{BootstrapWriter, ModelSpec, Stack, StackSpec};

@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,17 @@ impl ModelSpec {
     }
 }
 
+/// Writes Envoy's bootstrap for the stack's config in place of the plain renderer: how a
+/// test runs what a platform (Envoy Gateway, Istio) would hand its Envoy.
+#[derive(Clone)]
+pub struct BootstrapWriter(pub Arc<dyn Fn(&InfergateConfig) -> String + Send + Sync>);
+
+impl std::fmt::Debug for BootstrapWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BootstrapWriter")
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StackSpec {
@@ -76,6 +88,8 @@ pub struct StackSpec {
     pub request_timeout_ms: u64,
     /// Start Envoy able to hot-restart (`--restart-epoch 0`), for [`Stack::hot_restart`].
     pub hot_restart: bool,
+    /// Envoy's bootstrap from this instead of `infergate-envoy-config`'s plain render.
+    pub bootstrap: Option<BootstrapWriter>,
 }
 
 impl Default for StackSpec {
@@ -95,6 +109,7 @@ impl Default for StackSpec {
             instant_pods: false,
             request_timeout_ms: 30_000,
             hot_restart: false,
+            bootstrap: None,
         }
     }
 }
@@ -202,7 +217,7 @@ impl Stack {
             agent: None,
             dir,
         };
-        stack.write_files(spec.upstream_policy, spec.access_log);
+        stack.write_files(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
         stack.epoch = spec.hot_restart.then_some(0);
         stack.start_envoy(spec.envoy_concurrency).await;
         if spec.start_agent && spec.upstream_policy == UpstreamPolicy::Infergate {
@@ -216,7 +231,7 @@ impl Stack {
         self.dir.path().join(name)
     }
 
-    fn write_files(&self, upstream_policy: UpstreamPolicy, access_log: bool) {
+    fn write_files(&self, upstream_policy: UpstreamPolicy, access_log: bool, writer: Option<&BootstrapWriter>) {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
@@ -226,7 +241,10 @@ impl Stack {
             access_log,
             ..RenderOptions::new(artifacts::filter_wasm())
         };
-        let bootstrap = render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap");
+        let bootstrap = match writer {
+            Some(writer) => (writer.0)(&self.config),
+            None => render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap"),
+        };
         std::fs::write(self.path("envoy.yaml"), bootstrap).expect("write envoy.yaml");
     }
 

@@ -126,6 +126,8 @@ fn config_patches_for(
             "match": {"context": "GATEWAY", "cluster": {
                 "service": service_host(options, &placed.pool.name), "portNumber": placed.port,
             }},
+            // Istio's `lb_policy: LEAST_REQUEST` stays; Envoy balances by
+            // `load_balancing_policy` when both are set (kind-test's platform_runs).
             "patch": {"operation": "MERGE", "value": {"load_balancing_policy": shared::override_host_policy()}},
         })
     }));

@@ -1,0 +1,136 @@
+//! What Envoy Gateway and Istio would run, with our patches, brought up in real Envoy:
+//! the router from the platform's API, the control listener and the singleton from our
+//! patches, every module fetched over HTTP and checked by SHA-256. The agent's pushes
+//! must reach the router's VM, and routing must follow the pods' signals.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use infergate_core::config::{Discovery, InfergateConfig, PodSelector};
+use infergate_e2e::{BootstrapWriter, Stack, StackSpec, artifacts};
+use infergate_envoy_config::kubernetes::{GatewayRef, KubernetesOptions, WasmSource, envoy_gateway, istio};
+use infergate_kind_test::platforms::{self, Placement};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Copy)]
+enum Platform {
+    EnvoyGateway,
+    Istio,
+}
+
+/// Serves the built module at every path, as a web server or Envoy Gateway's cache would.
+async fn serve_module() -> SocketAddr {
+    let module = std::fs::read(artifacts::filter_wasm()).expect("the built filter");
+    let app = axum::Router::new().fallback(move || {
+        let module = module.clone();
+        async move { module }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the module server");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The stack's config, its pools given the pod selectors a cluster would have.
+fn as_in_a_cluster(config: &InfergateConfig) -> InfergateConfig {
+    let mut placed = config.clone();
+    for pool in &mut placed.pools {
+        let port = pool.endpoints.first().map_or(8000, |e| e.socket_addr().port());
+        pool.discovery = Some(Discovery {
+            pods: Some(PodSelector {
+                namespace: "infergate-demo".into(),
+                match_labels: BTreeMap::from([("app".to_string(), pool.name.clone())]),
+                target_ports: vec![port],
+            }),
+            inference_pool: None,
+        });
+    }
+    placed
+}
+
+fn bootstrap(platform: Platform, config: &InfergateConfig, module_server: SocketAddr, sha256: &str) -> String {
+    let gateway = GatewayRef {
+        namespace: "infergate-demo".into(),
+        name: "infergate".into(),
+        listener: "http".into(),
+        port: config.gateway.listen.port(),
+    };
+    let wasm = WasmSource {
+        url: format!("http://{module_server}/infergate_filter.wasm"),
+        sha256: sha256.to_string(),
+        image: None,
+    };
+    let options = KubernetesOptions::new(gateway, wasm);
+    let placement = Placement {
+        gateway: config.gateway.listen,
+        admin: config.gateway.admin,
+        service_endpoints: config
+            .pools
+            .iter()
+            .map(|pool| {
+                let name = infergate_envoy_config::kubernetes::pool_service_name(&pool.name);
+                (name, pool.endpoints.iter().map(|e| e.socket_addr()).collect())
+            })
+            .collect(),
+        wasm_cache: module_server,
+    };
+    let placed = as_in_a_cluster(config);
+    let bootstrap: Value = match platform {
+        Platform::EnvoyGateway => {
+            let documents = envoy_gateway::render(&placed, &options).expect("render for Envoy Gateway");
+            platforms::envoy_gateway::bootstrap(&documents, &placement).expect("model Envoy Gateway")
+        }
+        Platform::Istio => {
+            let documents = istio::render(&placed, &options).expect("render for Istio");
+            platforms::istio::bootstrap(&documents, &placement).expect("model Istio")
+        }
+    };
+    serde_json::to_string_pretty(&bootstrap).expect("bootstrap as JSON")
+}
+
+async fn routing_follows_signals(platform: Platform) {
+    let module_server = serve_module().await;
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(artifacts::filter_wasm()).unwrap()));
+    let writer = BootstrapWriter(Arc::new(move |config| bootstrap(platform, config, module_server, &sha256)));
+    // Stack::start returns once the agent's first snapshot was accepted: through the
+    // patched-in control listener, into the patched-in singleton.
+    let stack = Stack::start(StackSpec { bootstrap: Some(writer), ..StackSpec::default() }).await;
+    let pods = stack.fleet.pods.clone();
+    for best in [pods[2], pods[0]] {
+        stack.favour(best, &pods).await;
+        // Five in a row: the pods are pinned one by one, and a scrape between two pins
+        // can still show the previous favourite idle.
+        stack
+            .wait_until("routing to follow the pinned metrics", Duration::from_secs(5), || async {
+                for _ in 0..5 {
+                    if stack.chat("m", 1).await.served_by() != Some(&best.to_string()) {
+                        return false;
+                    }
+                }
+                true
+            })
+            .await;
+        let mut to_best = 0;
+        for _ in 0..20 {
+            let reply = stack.chat("m", 1).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            to_best += usize::from(reply.served_by() == Some(&best.to_string()));
+        }
+        assert!(to_best >= 19, "only {to_best}/20 requests went to the pod the signals favour");
+    }
+    let reply = stack.post("/v1/chat/completions", "{not json", &[("content-type", "application/json")]).await;
+    assert_eq!(reply.status, 400, "the router answers bad input itself: {}", reply.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_gateway_with_our_patches_routes_by_the_pods_signals() {
+    routing_follows_signals(Platform::EnvoyGateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn istio_with_our_patches_routes_by_the_pods_signals() {
+    routing_follows_signals(Platform::Istio).await;
+}
