@@ -78,5 +78,7 @@ fn compare(original: &Value, back: &Value, path: String, lost: &mut Vec<String>)
 
 /// Empty maps and lists are omitted when serialized, and mean the same.
 fn is_empty(value: &Value) -> bool {
-    matches!(value, Value::Null) || value.as_object().is_some_and(|o| o.is_empty()) || value.as_array().is_some_and(|a| a.is_empty())
+    matches!(value, Value::Null)
+        || value.as_object().is_some_and(|o| o.is_empty())
+        || value.as_array().is_some_and(|a| a.is_empty())
 }

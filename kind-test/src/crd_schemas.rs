@@ -8,9 +8,12 @@ use serde_json::Value;
 
 use crate::manifests;
 
+/// `apiVersion` and `kind`.
+type TypeKey = (String, String);
+
 /// A compiled schema per `apiVersion` and `kind`.
 pub struct CrdCatalog {
-    validators: HashMap<(String, String), jsonschema::Validator>,
+    validators: HashMap<TypeKey, jsonschema::Validator>,
 }
 
 impl CrdCatalog {
@@ -50,7 +53,7 @@ impl CrdCatalog {
     }
 }
 
-fn versions(crd: &Value) -> Result<Vec<((String, String), Value)>, String> {
+fn versions(crd: &Value) -> Result<Vec<(TypeKey, Value)>, String> {
     let group = crd["spec"]["group"].as_str().ok_or("no spec.group")?;
     let kind = crd["spec"]["names"]["kind"].as_str().ok_or("no spec.names.kind")?;
     let versions = crd["spec"]["versions"].as_array().ok_or("no spec.versions")?;
@@ -61,6 +64,13 @@ fn versions(crd: &Value) -> Result<Vec<((String, String), Value)>, String> {
             let mut schema = version["schema"]["openAPIV3Schema"].clone();
             if schema.is_null() {
                 return Err(format!("version {name} has no openAPIV3Schema"));
+            }
+            // Every object has these; the API server accepts them whether or not the
+            // schema lists them.
+            if let Some(properties) = schema["properties"].as_object_mut() {
+                for (field, kind) in [("apiVersion", "string"), ("kind", "string"), ("metadata", "object")] {
+                    properties.entry(field).or_insert_with(|| serde_json::json!({"type": kind}));
+                }
             }
             forbid_unknown_fields(&mut schema);
             Ok(((format!("{group}/{name}"), kind.to_string()), schema))

@@ -56,6 +56,7 @@ fn bootstrap(platform: Platform, config: &InfergateConfig, module_server: Socket
         namespace: "infergate-demo".into(),
         name: "infergate".into(),
         listener: "http".into(),
+        pods_namespace: "envoy-gateway-system".into(),
         port: config.gateway.listen.port(),
     };
     let wasm = WasmSource {

@@ -69,6 +69,11 @@ struct Args {
     /// Kubernetes: the port of that listener.
     #[arg(long, default_value_t = 80, help_heading = "Kubernetes")]
     gateway_port: u16,
+    /// Kubernetes: where the platform runs the gateway's Envoy pods (default:
+    /// envoy-gateway-system for Envoy Gateway, the Gateway's namespace for Istio). The
+    /// control Service, its NetworkPolicy and the token's Secret go there.
+    #[arg(long, help_heading = "Kubernetes")]
+    gateway_pods_namespace: Option<String>,
     /// Kubernetes: namespace of the pools' Services and the HTTPRoute (default: the
     /// pools' own, which must be one).
     #[arg(long, help_heading = "Kubernetes")]
@@ -82,7 +87,7 @@ struct Args {
     /// Envoy Gateway: load the router from this OCI image instead of --wasm-url.
     #[arg(long, help_heading = "Kubernetes")]
     wasm_image: Option<String>,
-    /// Kubernetes: the Secret, in the Gateway's namespace, whose `token` key is the
+    /// Kubernetes: the Secret, in the gateway pods' namespace, whose `token` key is the
     /// control token.
     #[arg(long, default_value = "infergate-control-token", help_heading = "Kubernetes")]
     token_secret: String,
@@ -154,9 +159,13 @@ fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String,
         name: gateway_name.to_string(),
         listener: args.gateway_listener.clone(),
         port: args.gateway_port,
+        pods_namespace: match (&args.gateway_pods_namespace, args.target) {
+            (Some(namespace), _) => namespace.clone(),
+            (None, Target::Istio) => gateway_namespace.to_string(),
+            (None, _) => "envoy-gateway-system".to_string(),
+        },
     };
-    let mut options =
-        KubernetesOptions::new(gateway, WasmSource { url, sha256, image: args.wasm_image.clone() });
+    let mut options = KubernetesOptions::new(gateway, WasmSource { url, sha256, image: args.wasm_image.clone() });
     options.namespace = match &args.namespace {
         Some(namespace) => namespace.clone(),
         None => pools_namespace(config).unwrap_or_else(|| options.gateway.namespace.clone()),
@@ -170,7 +179,9 @@ fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String,
     };
     let documents = documents.map_err(|e| e.to_string())?;
     kubernetes::to_yaml_documents(
-        &format!("Rendered by infergate-envoy-config --target for {platform} from infergate.yaml; edit that file, not this one."),
+        &format!(
+            "Rendered by infergate-envoy-config --target for {platform} from infergate.yaml; edit that file, not this one."
+        ),
         &documents,
     )
 }

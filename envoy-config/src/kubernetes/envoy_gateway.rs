@@ -49,7 +49,16 @@ pub fn route_cluster_name(options: &KubernetesOptions, index: usize) -> String {
     format!("httproute/{}/{ROUTE_NAME}/rule/{index}", options.namespace)
 }
 
-/// Everything to apply, in order: Services, HTTPRoute, the three policies.
+/// The labels Envoy Gateway puts on a Gateway's Envoy pods.
+pub fn gateway_pod_labels(options: &KubernetesOptions) -> Value {
+    json!({
+        "gateway.envoyproxy.io/owning-gateway-namespace": options.gateway.namespace,
+        "gateway.envoyproxy.io/owning-gateway-name": options.gateway.name,
+    })
+}
+
+/// Everything to apply, in order: the pools' Services, the HTTPRoute, the three
+/// policies, the control Service and its NetworkPolicy.
 pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<Vec<Value>, RenderError> {
     let pools = shared::placed_pools(config, options)?;
     let mut documents = shared::services(&pools, &options.namespace);
@@ -57,11 +66,9 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
     documents.push(extension_policy(config, options));
     documents.push(patch_policy(config, &pools, options));
     documents.push(envoy_proxy(options)?);
-    documents.push(shared::control_network_policy(
-        config,
-        options,
-        json!({"gateway.envoyproxy.io/owning-gateway-name": options.gateway.name}),
-    ));
+    let pod_labels = gateway_pod_labels(options);
+    documents.push(shared::control_service(config, options, &pod_labels));
+    documents.push(shared::control_network_policy(config, options, pod_labels));
     Ok(documents)
 }
 

@@ -63,6 +63,7 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
         },
     }));
     documents.push(deployment_options(options));
+    documents.push(shared::control_service(config, options, &gateway_pod_labels(options)));
     documents.push(shared::control_network_policy(config, options, gateway_pod_labels(options)));
     Ok(documents)
 }
@@ -145,7 +146,7 @@ fn deployment_options(options: &KubernetesOptions) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "infergate-gateway-options", "namespace": options.gateway.namespace},
+        "metadata": {"name": "infergate-gateway-options", "namespace": options.gateway.pods_namespace},
         "data": {"deployment": text},
     })
 }

@@ -8,7 +8,7 @@ mod shared;
 
 use std::fmt;
 
-pub use shared::{CONTROL_LISTENER, WASM_SOURCE_CLUSTER, pool_service_name};
+pub use shared::{CONTROL_LISTENER, CONTROL_SERVICE, WASM_SOURCE_CLUSTER, pool_service_name};
 
 use crate::{DEFAULT_TOKEN_ENV, WasmRuntime};
 
@@ -21,6 +21,10 @@ pub struct GatewayRef {
     pub listener: String,
     /// The port of that listener.
     pub port: u16,
+    /// Where the platform runs the gateway's Envoy pods: Envoy Gateway's own namespace
+    /// (`envoy-gateway-system`) by default, the Gateway's for Istio. The control Service,
+    /// the NetworkPolicy and the token's Secret go there.
+    pub pods_namespace: String,
 }
 
 /// Where the gateway fetches `infergate_filter.wasm`.
@@ -45,7 +49,7 @@ pub struct KubernetesOptions {
     pub runtime: WasmRuntime,
     /// The gateway container's environment variable that holds the control token.
     pub token_env: String,
-    /// The Secret (in the gateway's namespace) whose `token` key holds it.
+    /// The Secret (in the gateway pods' namespace) whose `token` key holds it.
     pub token_secret: String,
 }
 
@@ -66,11 +70,22 @@ impl KubernetesOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RenderError {
     /// A pool has no `discovery.pods`: its Service needs a selector and a port.
-    PoolWithoutPodSelector { pool: String },
+    PoolWithoutPodSelector {
+        pool: String,
+    },
     /// Pools in several namespaces: one HTTPRoute can only name Services of its own.
-    PoolOutsideNamespace { pool: String, pool_namespace: String, namespace: String },
-    BadWasmUrl { url: String, reason: String },
-    BadSha256 { sha256: String },
+    PoolOutsideNamespace {
+        pool: String,
+        pool_namespace: String,
+        namespace: String,
+    },
+    BadWasmUrl {
+        url: String,
+        reason: String,
+    },
+    BadSha256 {
+        sha256: String,
+    },
 }
 
 impl fmt::Display for RenderError {

@@ -2,7 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use infergate_core::config::{InfergateConfig, PoolConfig, PodSelector};
+use infergate_core::config::{InfergateConfig, PodSelector, PoolConfig};
 use serde_json::{Value, json};
 
 use super::{KubernetesOptions, RenderError, WasmSource};
@@ -13,6 +13,8 @@ use crate::{RenderOptions, UpstreamPolicy, WasmCode, listeners, wasm};
 pub const WASM_SOURCE_CLUSTER: &str = "infergate_wasm";
 /// The listener the agent pushes snapshots to, added next to the platform's own.
 pub const CONTROL_LISTENER: &str = "infergate-control";
+/// The Service the agent pushes snapshots through, to the gateway pods' control port.
+pub const CONTROL_SERVICE: &str = "infergate-control";
 /// The HTTPRoute that sends each request to its pool's Service.
 pub(crate) const ROUTE_NAME: &str = "infergate";
 
@@ -68,7 +70,9 @@ pub(crate) fn services(pools: &[PlacedPool], namespace: &str) -> Vec<Value> {
                 .selector
                 .target_ports
                 .iter()
-                .map(|port| json!({"name": format!("http-{port}"), "protocol": "TCP", "port": port, "targetPort": port}))
+                .map(
+                    |port| json!({"name": format!("http-{port}"), "protocol": "TCP", "port": port, "targetPort": port}),
+                )
                 .collect();
             json!({
                 "apiVersion": "v1",
@@ -84,9 +88,7 @@ pub(crate) fn services(pools: &[PlacedPool], namespace: &str) -> Vec<Value> {
 /// last rule only lets requests in, so that the filter runs and names the pool.
 pub(crate) fn http_route(config: &InfergateConfig, pools: &[PlacedPool], options: &KubernetesOptions) -> Value {
     let timeout = format!("{}s", config.gateway.request_timeout_ms.div_ceil(1000));
-    let backend = |placed: &PlacedPool| {
-        json!([{"group": "", "kind": "Service", "name": pool_service_name(&placed.pool.name), "port": placed.port}])
-    };
+    let backend = |placed: &PlacedPool| json!([{"group": "", "kind": "Service", "name": pool_service_name(&placed.pool.name), "port": placed.port}]);
     let mut rules: Vec<Value> = pools
         .iter()
         .map(|placed| {
@@ -170,7 +172,6 @@ pub(crate) fn remote_options(options: &KubernetesOptions) -> RenderOptions {
         upstream_policy: UpstreamPolicy::Infergate,
         explain: false,
         access_log: false,
-        ..RenderOptions::new(Default::default())
     }
 }
 
@@ -209,6 +210,25 @@ fn other_ports(control: u16) -> Vec<Value> {
     ranges
 }
 
+/// The agent's way to the gateway pods' control listener. With several gateway
+/// replicas, each must get every push: give the agent one `--control` per pod instead.
+pub(crate) fn control_service(
+    config: &InfergateConfig,
+    options: &KubernetesOptions,
+    gateway_pod_labels: &Value,
+) -> Value {
+    let port = config.gateway.control.port();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": CONTROL_SERVICE, "namespace": options.gateway.pods_namespace, "labels": labels()},
+        "spec": {
+            "selector": gateway_pod_labels,
+            "ports": [{"name": "control", "protocol": "TCP", "port": port, "targetPort": port}],
+        },
+    })
+}
+
 /// The NetworkPolicy that lets only the agent reach the control port of the gateway pods.
 pub(crate) fn control_network_policy(
     config: &InfergateConfig,
@@ -218,7 +238,7 @@ pub(crate) fn control_network_policy(
     json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": "infergate-control", "namespace": options.gateway.namespace, "labels": labels()},
+        "metadata": {"name": CONTROL_SERVICE, "namespace": options.gateway.pods_namespace, "labels": labels()},
         "spec": {
             "podSelector": {"matchLabels": gateway_pod_labels},
             "policyTypes": ["Ingress"],

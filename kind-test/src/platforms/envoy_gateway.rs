@@ -114,7 +114,10 @@ fn wasm_filters(policy: &Value, placement: &Placement) -> Result<(Vec<Value>, Va
             "disabled": true,
             "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm", "config": config},
         }));
-        per_filter.insert(filter_name, json!({"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}));
+        per_filter.insert(
+            filter_name,
+            json!({"@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}),
+        );
     }
     Ok((filters, Value::Object(per_filter)))
 }

@@ -133,7 +133,8 @@ impl Model {
                 };
                 for filter in filters.iter_mut().filter(|f| !f["config_discovery"].is_null()) {
                     let name = filter["name"].as_str().unwrap_or_default().to_string();
-                    let config = self.extension_configs.get(&name).ok_or_else(|| format!("no extension config {name}"))?;
+                    let config =
+                        self.extension_configs.get(&name).ok_or_else(|| format!("no extension config {name}"))?;
                     *filter = json!({"name": name, "typed_config": config});
                 }
             }

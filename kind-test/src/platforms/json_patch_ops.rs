@@ -26,8 +26,7 @@ pub(crate) fn apply(document: &mut Value, operation: &Value) -> Result<(), Strin
                 single[key] = operation[key].clone();
             }
         }
-        let patch: json_patch::Patch =
-            serde_json::from_value(json!([single])).map_err(|e| format!("{single}: {e}"))?;
+        let patch: json_patch::Patch = serde_json::from_value(json!([single])).map_err(|e| format!("{single}: {e}"))?;
         json_patch::patch(document, &patch).map_err(|e| format!("{single}: {e}"))?;
     }
     Ok(())

@@ -55,10 +55,8 @@ pub(crate) fn routes(route: &Value, cluster_of: &dyn Fn(usize, &Value) -> String
             let first_match = &rule["matches"][0];
             let mut route_match = json!({"prefix": first_match["path"]["value"].as_str().unwrap_or("/")});
             if let Some(headers) = first_match["headers"].as_array() {
-                route_match["headers"] = headers
-                    .iter()
-                    .map(|h| json!({"name": h["name"], "string_match": {"exact": h["value"]}}))
-                    .collect();
+                route_match["headers"] =
+                    headers.iter().map(|h| json!({"name": h["name"], "string_match": {"exact": h["value"]}})).collect();
             }
             let mut action = json!({"cluster": cluster_of(index, &rule["backendRefs"][0])});
             if let Some(timeout) = rule["timeouts"]["request"].as_str() {
