@@ -135,3 +135,53 @@ async fn envoy_gateway_with_our_patches_routes_by_the_pods_signals() {
 async fn istio_with_our_patches_routes_by_the_pods_signals() {
     routing_follows_signals(Platform::Istio).await;
 }
+
+/// Each Envoy Gateway patch is there for a reason: without it, this is what breaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_stop_iteration_patch_envoy_gateway_hangs_every_request() {
+    let module_server = serve_module().await;
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(artifacts::filter_wasm()).unwrap()));
+    let writer = BootstrapWriter(Arc::new(move |config| {
+        let mut bootstrap: Value =
+            serde_json::from_str(&bootstrap(Platform::EnvoyGateway, config, module_server, &sha256)).unwrap();
+        let filters = &mut bootstrap["static_resources"]["listeners"][0]["default_filter_chain"]["filters"][0]["typed_config"]
+            ["http_filters"][0]["typed_config"]["config"];
+        filters.as_object_mut().unwrap().remove("allow_on_headers_stop_iteration").expect("the patch was applied");
+        bootstrap.to_string()
+    }));
+    let stack = Stack::start(StackSpec { bootstrap: Some(writer), ..StackSpec::default() }).await;
+    let request = stack
+        .client()
+        .post(format!("{}/v1/chat/completions", stack.gateway_url))
+        .json(&infergate_e2e::chat_body("m", "hello", 1));
+    let outcome = tokio::time::timeout(Duration::from_secs(3), request.send()).await;
+    assert!(outcome.is_err(), "without the flag the request should hang, but got {outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_vm_id_patch_envoy_gateway_never_sees_the_agents_snapshots() {
+    let module_server = serve_module().await;
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(artifacts::filter_wasm()).unwrap()));
+    let writer = BootstrapWriter(Arc::new(move |config| {
+        let mut bootstrap: Value =
+            serde_json::from_str(&bootstrap(Platform::EnvoyGateway, config, module_server, &sha256)).unwrap();
+        let vm = &mut bootstrap["static_resources"]["listeners"][0]["default_filter_chain"]["filters"][0]["typed_config"]
+            ["http_filters"][0]["typed_config"]["config"]["vm_config"]["vm_id"];
+        assert_eq!(*vm, "infergate", "the patch was applied");
+        *vm = Value::from("envoyextensionpolicy/infergate-demo/infergate/wasm/0");
+        bootstrap.to_string()
+    }));
+    // The agent's pushes are accepted (control and singleton share a VM)...
+    let stack = Stack::start(StackSpec { bootstrap: Some(writer), ..StackSpec::default() }).await;
+    let pods = stack.fleet.pods.clone();
+    stack.favour(pods[2], &pods).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // ...but the router, in a VM of its own, never sees them: it spreads requests blind.
+    let mut to_best = 0;
+    for _ in 0..20 {
+        let reply = stack.chat("m", 1).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        to_best += usize::from(reply.served_by() == Some(&pods[2].to_string()));
+    }
+    assert!(to_best < 15, "{to_best}/20 went to the favoured pod without the shared VM");
+}
