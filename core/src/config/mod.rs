@@ -9,6 +9,8 @@ mod scoring;
 mod validate;
 #[cfg(feature = "yaml")]
 mod yaml;
+#[cfg(feature = "yaml")]
+pub(crate) use yaml::{ValidatedFile, from_yaml_file, from_yaml_str};
 
 use std::net::SocketAddr;
 
@@ -130,6 +132,27 @@ impl Default for AgentSettings {
     }
 }
 
+impl GatewaySettings {
+    /// Checks the limits; `path` is where the settings sit in their file.
+    pub fn validate(&self, path: &FieldPath) -> Result<(), ConfigError> {
+        if !MAX_BODY_BYTES_RANGE.contains(&self.max_body_bytes) {
+            return Err(ConfigError::at(
+                &path.key("max_body_bytes"),
+                format!(
+                    "must be between {} and {}, got {}",
+                    MAX_BODY_BYTES_RANGE.start(),
+                    MAX_BODY_BYTES_RANGE.end(),
+                    self.max_body_bytes
+                ),
+            ));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(ConfigError::at(&path.key("request_timeout_ms"), "must be greater than 0"));
+        }
+        Ok(())
+    }
+}
+
 /// Smallest and largest body limits that make sense for LLM prompts.
 pub const MAX_BODY_BYTES_RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
 
@@ -143,21 +166,7 @@ impl InfergateConfig {
                 format!("unsupported schema version {}; this build reads version {SCHEMA_VERSION}", self.version),
             ));
         }
-        let gateway = root.key("gateway");
-        if !MAX_BODY_BYTES_RANGE.contains(&self.gateway.max_body_bytes) {
-            return Err(ConfigError::at(
-                &gateway.key("max_body_bytes"),
-                format!(
-                    "must be between {} and {}, got {}",
-                    MAX_BODY_BYTES_RANGE.start(),
-                    MAX_BODY_BYTES_RANGE.end(),
-                    self.gateway.max_body_bytes
-                ),
-            ));
-        }
-        if self.gateway.request_timeout_ms == 0 {
-            return Err(ConfigError::at(&gateway.key("request_timeout_ms"), "must be greater than 0"));
-        }
+        self.gateway.validate(&root.key("gateway"))?;
         let agent = root.key("agent");
         if self.agent.scrape_interval_ms < 10 {
             return Err(ConfigError::at(

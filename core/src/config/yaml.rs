@@ -14,33 +14,54 @@ use super::error::{ConfigError, Location};
 
 const PROBE_HIT: &str = "infergate-config-probe-hit";
 
+/// A config file type: parsed by serde, then checked by its own `validate`.
+pub(crate) trait ValidatedFile: serde::de::DeserializeOwned {
+    fn check(&self) -> Result<(), ConfigError>;
+}
+
+impl ValidatedFile for InfergateConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        self.validate()
+    }
+}
+
+/// Parses and validates; `source_name` (usually the file path) prefixes errors.
+pub(crate) fn from_yaml_str<T: ValidatedFile>(text: &str, source_name: &str) -> Result<T, ConfigError> {
+    let config: T = serde_yaml_ng::from_str(text).map_err(|err| ConfigError {
+        source_name: Some(source_name.to_string()),
+        location: err.location().map(|l| Location { line: l.line(), column: l.column() }),
+        path: String::new(),
+        message: err.to_string(),
+    })?;
+    config.check().map_err(|mut err| {
+        err.source_name = Some(source_name.to_string());
+        err.location = locate(text, &err.path);
+        err
+    })?;
+    Ok(config)
+}
+
+/// Reads, parses and validates a file.
+pub(crate) fn from_yaml_file<T: ValidatedFile>(path: &std::path::Path) -> Result<T, ConfigError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        source_name: Some(name.clone()),
+        location: None,
+        path: String::new(),
+        message: format!("cannot read the file: {e}"),
+    })?;
+    from_yaml_str(&text, &name)
+}
+
 impl InfergateConfig {
     /// Parses and validates; `source_name` (usually the file path) prefixes errors.
     pub fn from_yaml_str(text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let config: InfergateConfig = serde_yaml_ng::from_str(text).map_err(|err| ConfigError {
-            source_name: Some(source_name.to_string()),
-            location: err.location().map(|l| Location { line: l.line(), column: l.column() }),
-            path: String::new(),
-            message: err.to_string(),
-        })?;
-        config.validate().map_err(|mut err| {
-            err.source_name = Some(source_name.to_string());
-            err.location = locate(text, &err.path);
-            err
-        })?;
-        Ok(config)
+        from_yaml_str(text, source_name)
     }
 
     /// Reads, parses and validates a file.
     pub fn from_yaml_file(path: &std::path::Path) -> Result<Self, ConfigError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            source_name: Some(name.clone()),
-            location: None,
-            path: String::new(),
-            message: format!("cannot read the file: {e}"),
-        })?;
-        Self::from_yaml_str(&text, &name)
+        from_yaml_file(path)
     }
 }
 

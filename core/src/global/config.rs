@@ -1,0 +1,192 @@
+//! `infergate-global.yaml`: the global router's listeners and the clusters behind it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ConfigError, FieldPath, GatewaySettings, SCHEMA_VERSION};
+use crate::endpoint::Endpoint;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalRouterConfig {
+    pub version: u32,
+    /// The global router's own listeners (clients, the agents' summaries, admin) and
+    /// its body limit, timeout and retries (each retry goes to the next cluster).
+    #[serde(default)]
+    pub gateway: GatewaySettings,
+    pub global: GlobalSettings,
+    pub clusters: Vec<ClusterConfig>,
+}
+
+/// How clusters are ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalSettings {
+    /// The region this router serves first: latency-class requests stay in it while it
+    /// meets their target.
+    pub local_region: String,
+    /// A cluster whose newest summary is older than this is drained. Two summary
+    /// intervals: one lost summary is tolerated, two are not.
+    #[serde(default = "GlobalSettings::default_summary_max_age_ms")]
+    pub summary_max_age_ms: u64,
+    /// The class of a request without `x-infergate-class`.
+    #[serde(default)]
+    pub default_class: RequestClass,
+    #[serde(default)]
+    pub targets: ClassTargets,
+}
+
+impl GlobalSettings {
+    fn default_summary_max_age_ms() -> u64 {
+        2_000
+    }
+}
+
+/// What a request is willing to wait for its first token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestClass {
+    /// Interactive: local region first, then the cheapest cluster meeting the target.
+    #[default]
+    Latency,
+    /// Offline: the cheapest cluster meeting the target, in any region.
+    Batch,
+}
+
+impl RequestClass {
+    pub fn from_header(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "latency" => Some(Self::Latency),
+            "batch" => Some(Self::Batch),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Latency => "latency",
+            Self::Batch => "batch",
+        }
+    }
+}
+
+/// The predicted time to first token each class accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTargets {
+    #[serde(default = "ClassTargets::default_latency_ttft_ms")]
+    pub latency_ttft_ms: f64,
+    #[serde(default = "ClassTargets::default_batch_ttft_ms")]
+    pub batch_ttft_ms: f64,
+}
+
+impl ClassTargets {
+    fn default_latency_ttft_ms() -> f64 {
+        500.0
+    }
+    fn default_batch_ttft_ms() -> f64 {
+        30_000.0
+    }
+
+    pub fn for_class(&self, class: RequestClass) -> f64 {
+        match class {
+            RequestClass::Latency => self.latency_ttft_ms,
+            RequestClass::Batch => self.batch_ttft_ms,
+        }
+    }
+}
+
+impl Default for ClassTargets {
+    fn default() -> Self {
+        Self { latency_ttft_ms: Self::default_latency_ttft_ms(), batch_ttft_ms: Self::default_batch_ttft_ms() }
+    }
+}
+
+/// One cluster behind the global router: its tier-1 gateway and what it costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The name its agent sends in summaries (`metrics-agent run --cluster NAME`).
+    pub name: String,
+    pub region: String,
+    /// The cluster's tier-1 gateway, `ip:port`.
+    pub gateway: Endpoint,
+    /// What serving a million tokens costs there (any currency, the same for all).
+    pub cost_per_million_tokens: f64,
+}
+
+impl GlobalRouterConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let root = FieldPath::root();
+        if self.version != SCHEMA_VERSION {
+            return Err(ConfigError::at(
+                &root.key("version"),
+                format!("unsupported schema version {}; this build reads version {SCHEMA_VERSION}", self.version),
+            ));
+        }
+        self.gateway.validate(&root.key("gateway"))?;
+        let global = root.key("global");
+        if self.global.local_region.trim().is_empty() {
+            return Err(ConfigError::at(&global.key("local_region"), "must name a region"));
+        }
+        if self.global.summary_max_age_ms < 10 {
+            return Err(ConfigError::at(&global.key("summary_max_age_ms"), "must be at least 10"));
+        }
+        let targets = global.key("targets");
+        for (name, value) in [
+            ("latency_ttft_ms", self.global.targets.latency_ttft_ms),
+            ("batch_ttft_ms", self.global.targets.batch_ttft_ms),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::at(&targets.key(name), format!("must be a positive number, got {value}")));
+            }
+        }
+        let clusters = root.key("clusters");
+        if self.clusters.is_empty() {
+            return Err(ConfigError::at(&clusters, "at least one cluster is required"));
+        }
+        for (index, cluster) in self.clusters.iter().enumerate() {
+            let path = clusters.index(index);
+            if cluster.name.trim().is_empty() || cluster.name.len() > 128 {
+                return Err(ConfigError::at(&path.key("name"), "must be 1 to 128 characters"));
+            }
+            if self.clusters.iter().take(index).any(|c| c.name == cluster.name) {
+                return Err(ConfigError::at(&path.key("name"), format!("duplicate cluster name {:?}", cluster.name)));
+            }
+            if self.clusters.iter().take(index).any(|c| c.gateway == cluster.gateway) {
+                return Err(ConfigError::at(
+                    &path.key("gateway"),
+                    format!("gateway {} is already cluster {:?}'s", cluster.gateway, cluster.name),
+                ));
+            }
+            if cluster.region.trim().is_empty() {
+                return Err(ConfigError::at(&path.key("region"), "must name a region"));
+            }
+            if !(cluster.cost_per_million_tokens.is_finite() && cluster.cost_per_million_tokens >= 0.0) {
+                return Err(ConfigError::at(
+                    &path.key("cost_per_million_tokens"),
+                    format!("must be a finite, non-negative number, got {}", cluster.cost_per_million_tokens),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "yaml")]
+impl crate::config::ValidatedFile for GlobalRouterConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        self.validate()
+    }
+}
+
+#[cfg(feature = "yaml")]
+impl GlobalRouterConfig {
+    /// Parses and validates; errors carry the line and column of the field at fault.
+    pub fn from_yaml_str(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        crate::config::from_yaml_str(text, source_name)
+    }
+
+    pub fn from_yaml_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        crate::config::from_yaml_file(path)
+    }
+}

@@ -1,0 +1,137 @@
+use super::*;
+use crate::config::GatewaySettings;
+
+fn cluster(name: &str, region: &str, port: u16, cost: f64) -> ClusterConfig {
+    ClusterConfig {
+        name: name.into(),
+        region: region.into(),
+        gateway: format!("127.0.0.1:{port}").parse().unwrap(),
+        cost_per_million_tokens: cost,
+    }
+}
+
+fn config() -> GlobalRouterConfig {
+    GlobalRouterConfig {
+        version: 1,
+        gateway: GatewaySettings::default(),
+        global: GlobalSettings {
+            local_region: "east".into(),
+            summary_max_age_ms: 2_000,
+            default_class: RequestClass::Latency,
+            targets: ClassTargets { latency_ttft_ms: 500.0, batch_ttft_ms: 30_000.0 },
+        },
+        clusters: vec![
+            cluster("east-a", "east", 9001, 4.0),
+            cluster("east-b", "east", 9002, 2.0),
+            cluster("west", "west", 9003, 1.0),
+        ],
+    }
+}
+
+fn summary(cluster: &str, at_ms: u64, ttft_ms: f64) -> ClusterSummary {
+    ClusterSummary {
+        version: SUMMARY_VERSION,
+        cluster: cluster.into(),
+        sequence: 1,
+        created_at_ms: at_ms,
+        gateway_healthy: true,
+        models: vec![ModelSummary {
+            model: "m".into(),
+            ready_pods: 4,
+            waiting: 0.0,
+            running: 1.0,
+            kv_cache_usage: 0.1,
+            predicted_ttft_ms: ttft_ms,
+        }],
+    }
+}
+
+fn names(decision: &GlobalDecision) -> Vec<&str> {
+    decision.ranked.iter().map(|c| c.cluster.as_str()).collect()
+}
+
+const NOW: u64 = 1_000_000;
+
+#[test]
+fn latency_stays_local_and_cheapest_among_those_meeting_the_target() {
+    let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 200.0), summary("west", NOW, 50.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["east-b", "east-a", "west"]);
+    assert_eq!(decision.endpoint_header(), "127.0.0.1:9002,127.0.0.1:9001,127.0.0.1:9003");
+}
+
+#[test]
+fn batch_goes_to_the_cheapest_cluster_in_any_region() {
+    let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 200.0), summary("west", NOW, 5_000.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Batch, NOW).unwrap();
+    assert_eq!(names(&decision), ["west", "east-b", "east-a"]);
+}
+
+#[test]
+fn a_local_burst_spills_to_the_region_that_meets_the_target() {
+    let summaries = [summary("east-a", NOW, 2_000.0), summary("east-b", NOW, 900.0), summary("west", NOW, 120.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
+    // West meets the target; the busy local clusters follow, soonest first.
+    assert_eq!(names(&decision), ["west", "east-b", "east-a"]);
+}
+
+#[test]
+fn stale_and_down_clusters_are_drained_to_the_end_of_the_list() {
+    let mut down = summary("east-b", NOW, 10.0);
+    down.gateway_healthy = false;
+    let stale = summary("east-a", NOW - 2_001, 10.0);
+    let west = summary("west", NOW - 1_999, 300.0);
+    let decision =
+        rank_clusters(&config(), &[Some(&stale), Some(&down), Some(&west)], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["west", "east-a", "east-b"]);
+    assert_eq!(decision.ranked[1].state, ClusterState::Stale);
+    assert_eq!(decision.ranked[2].state, ClusterState::GatewayDown);
+}
+
+#[test]
+fn with_no_summaries_yet_every_cluster_is_tried_local_and_cheap_first() {
+    let decision = rank_clusters(&config(), &[None, None, None], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["east-b", "east-a", "west"]);
+}
+
+#[test]
+fn a_model_no_fresh_summary_lists_is_not_found_and_others_skip_clusters_without_it() {
+    let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 100.0), summary("west", NOW, 100.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    let error = rank_clusters(&config(), &refs, "other", RequestClass::Latency, NOW).unwrap_err();
+    assert_eq!((error.status, error.code), (404, "model_not_found"));
+
+    let mut only_west = summaries.clone();
+    only_west[0].models.clear();
+    only_west[1].models.clear();
+    let refs: Vec<Option<&ClusterSummary>> = only_west.iter().map(Some).collect();
+    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["west"]);
+}
+
+#[test]
+fn summaries_round_trip_and_garbage_is_refused_precisely() {
+    let original = summary("west", NOW, 120.0);
+    assert_eq!(ClusterSummary::decode(&original.encode().unwrap()).unwrap(), original);
+    assert!(matches!(ClusterSummary::decode(b"\xc1garbage"), Err(SummaryError::Decode(_))));
+    let mut bad = original.clone();
+    bad.models[0].predicted_ttft_ms = f64::NAN;
+    assert!(matches!(ClusterSummary::decode(&bad.encode().unwrap()), Err(SummaryError::BadNumber { .. })));
+    let mut future = original;
+    future.version = 9;
+    assert!(matches!(ClusterSummary::decode(&future.encode().unwrap()), Err(SummaryError::Version { found: 9 })));
+    assert!(matches!(ClusterSummary::decode(&vec![0u8; MAX_SUMMARY_BYTES + 1]), Err(SummaryError::TooLarge { .. })));
+}
+
+#[cfg(feature = "yaml")]
+#[test]
+fn the_global_config_reports_errors_with_their_line() {
+    let text = "version: 1\nglobal:\n  local_region: east\nclusters:\n  - name: a\n    region: east\n    gateway: 127.0.0.1:1\n    cost_per_million_tokens: 1\n  - name: a\n    region: west\n    gateway: 127.0.0.1:2\n    cost_per_million_tokens: 2\n";
+    let error = GlobalRouterConfig::from_yaml_str(text, "g.yaml").unwrap_err();
+    let rendered = error.to_string();
+    assert!(rendered.starts_with("g.yaml:9:"), "{rendered}");
+    assert!(rendered.contains("clusters[1].name: duplicate cluster name \"a\""), "{rendered}");
+}
