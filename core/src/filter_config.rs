@@ -4,12 +4,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::RoutingConfig;
+use crate::global::GlobalRouterConfig;
 
 /// The name of the shared queue that carries snapshots from the control role to the
 /// singleton.
 pub const SNAPSHOT_QUEUE: &str = "infergate.snapshots";
 /// The only path the control listener serves.
 pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
+/// The path the control listener takes cluster summaries on (the global router's).
+pub const SUMMARY_PATH: &str = "/v1/summary";
+/// Shared-data key bumped whenever a cluster summary is stored (8 bytes, little endian).
+pub const SUMMARY_GENERATION_KEY: &str = "infergate.summary-generation";
 /// Shared-data key of the latest snapshot bytes.
 pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
 /// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.
@@ -34,6 +39,17 @@ pub enum FilterConfig {
     Control(ControlRole),
     /// The bootstrap singleton that publishes snapshots to every worker.
     Singleton,
+    /// Tier 2's HTTP filter: ranks clusters and names their gateways.
+    Global(Box<GlobalRole>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalRole {
+    pub config: GlobalRouterConfig,
+    /// Add `x-infergate-decision` to responses (class, target, ranked clusters).
+    #[serde(default)]
+    pub explain: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,8 +78,14 @@ impl FilterConfig {
     pub fn from_json(bytes: &[u8]) -> Result<Self, String> {
         let config: FilterConfig =
             serde_json::from_slice(bytes).map_err(|e| format!("invalid plugin configuration: {e}"))?;
-        if let FilterConfig::Router(router) = &config {
-            router.routing.validate().map_err(|e| format!("invalid plugin configuration: routing.{e}"))?;
+        match &config {
+            FilterConfig::Router(router) => {
+                router.routing.validate().map_err(|e| format!("invalid plugin configuration: routing.{e}"))?;
+            }
+            FilterConfig::Global(global) => {
+                global.config.validate().map_err(|e| format!("invalid plugin configuration: config.{e}"))?;
+            }
+            FilterConfig::Control(_) | FilterConfig::Singleton => {}
         }
         Ok(config)
     }

@@ -61,30 +61,32 @@ pub(crate) fn load_balancing_policy(upstream: UpstreamPolicy) -> Value {
     }
 }
 
+/// A cluster of fixed hosts balanced by `upstream`.
+pub(crate) fn static_cluster(
+    name: &str,
+    hosts: impl Iterator<Item = std::net::SocketAddr>,
+    upstream: UpstreamPolicy,
+) -> Value {
+    let endpoints: Vec<Value> = hosts.map(|addr| json!({"endpoint": {"address": socket_address(addr)}})).collect();
+    json!({
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": endpoints}]},
+        "load_balancing_policy": load_balancing_policy(upstream),
+        // LLM servers hold many long requests; Envoy's default of 1024 would shed.
+        "circuit_breakers": {"thresholds": [{
+            "max_connections": 100_000, "max_pending_requests": 100_000,
+            "max_requests": 100_000, "max_retries": 1_000,
+        }]},
+    })
+}
+
 pub(crate) fn pool_clusters(config: &InfergateConfig, upstream: UpstreamPolicy) -> Value {
     let clusters = config
         .pools
         .iter()
-        .map(|pool| {
-            let name = cluster_name(&pool.name);
-            let endpoints: Vec<Value> = pool
-                .endpoints
-                .iter()
-                .map(|e| json!({"endpoint": {"address": socket_address(e.socket_addr())}}))
-                .collect();
-            json!({
-                "name": name,
-                "type": "STATIC",
-                "connect_timeout": "1s",
-                "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": endpoints}]},
-                "load_balancing_policy": load_balancing_policy(upstream),
-                // LLM servers hold many long requests; Envoy's default of 1024 would shed.
-                "circuit_breakers": {"thresholds": [{
-                    "max_connections": 100_000, "max_pending_requests": 100_000,
-                    "max_requests": 100_000, "max_retries": 1_000,
-                }]},
-            })
-        })
+        .map(|pool| static_cluster(&cluster_name(&pool.name), pool.endpoints.iter().map(|e| e.socket_addr()), upstream))
         .collect();
     Value::Array(clusters)
 }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod clusters;
+mod global;
 pub mod kubernetes;
 mod listeners;
 mod wasm;
@@ -15,6 +16,7 @@ use infergate_core::config::InfergateConfig;
 use serde_json::{Value, json};
 
 pub use clusters::UpstreamPolicy;
+pub use global::{GATEWAYS_CLUSTER, render_global_bootstrap, render_global_bootstrap_yaml};
 
 /// The `vm_id` shared by the router, the control filter and the singleton: shared data
 /// and queues are scoped by it.
@@ -86,7 +88,7 @@ pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Va
         "static_resources": {
             "listeners": [
                 listeners::gateway(config, options),
-                listeners::control(config, options),
+                listeners::control(&config.gateway, options),
             ],
             "clusters": clusters::pool_clusters(config, options.upstream_policy),
         },

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use infergate_core::config::InfergateConfig;
+use infergate_core::config::{GatewaySettings, InfergateConfig};
 use serde_json::{Value, json};
 
 use crate::clusters::{UpstreamPolicy, cluster_name};
@@ -17,7 +17,12 @@ pub(crate) fn socket_address(addr: SocketAddr) -> Value {
     json!({"socket_address": {"address": addr.ip().to_string(), "port_value": addr.port()}})
 }
 
-fn http_connection_manager(stat_prefix: &str, routes: Value, filters: Vec<Value>, access_log: bool) -> Value {
+pub(crate) fn http_connection_manager(
+    stat_prefix: &str,
+    routes: Value,
+    filters: Vec<Value>,
+    access_log: bool,
+) -> Value {
     let mut http_filters = filters;
     http_filters.push(json!({
         "name": "envoy.filters.http.router",
@@ -42,7 +47,7 @@ fn http_connection_manager(stat_prefix: &str, routes: Value, filters: Vec<Value>
     json!({"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm})
 }
 
-fn not_found_route(message: &str) -> Value {
+pub(crate) fn not_found_route(message: &str) -> Value {
     let body =
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "no_route"}});
     json!({
@@ -90,7 +95,7 @@ fn pool_routes(config: &InfergateConfig, options: &RenderOptions) -> Value {
 }
 
 /// Retries go to the next pod in the ranked header, never to one already tried.
-fn retry_policy(retries: u32) -> Value {
+pub(crate) fn retry_policy(retries: u32) -> Value {
     json!({
         "retry_on": "connect-failure,reset,retriable-status-codes",
         "retriable_status_codes": [503],
@@ -119,7 +124,7 @@ pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Valu
     })
 }
 
-pub(crate) fn control(config: &InfergateConfig, options: &RenderOptions) -> Value {
+pub(crate) fn control(gateway: &GatewaySettings, options: &RenderOptions) -> Value {
     let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
         vec![wasm::control_filter(options)]
     } else {
@@ -127,7 +132,7 @@ pub(crate) fn control(config: &InfergateConfig, options: &RenderOptions) -> Valu
     };
     json!({
         "name": "control",
-        "address": socket_address(config.gateway.control),
+        "address": socket_address(gateway.control),
         "per_connection_buffer_limit_bytes": infergate_core::snapshot::MAX_SNAPSHOT_BYTES + 65536,
         "filter_chains": [{"filters": [http_connection_manager(
             "control",

@@ -54,13 +54,17 @@ pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConf
     }))
 }
 
-/// The router as a typed `Wasm` filter config, also what Istio's extension config holds.
-pub(crate) fn router_typed_config(config: &InfergateConfig, options: &RenderOptions) -> Value {
-    let role = router_role(config, options.explain);
+/// A role as a typed `Wasm` HTTP filter config.
+pub(crate) fn typed_config(name: &str, root_id: &str, role: &FilterConfig, options: &RenderOptions) -> Value {
     json!({
         "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-        "config": plugin("infergate-router", "router", &role, options),
+        "config": plugin(name, root_id, role, options),
     })
+}
+
+/// The router as a typed `Wasm` filter config, also what Istio's extension config holds.
+pub(crate) fn router_typed_config(config: &InfergateConfig, options: &RenderOptions) -> Value {
+    typed_config("infergate-router", "router", &router_role(config, options.explain), options)
 }
 
 pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Value {
@@ -69,13 +73,7 @@ pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -
 
 pub(crate) fn control_filter(options: &RenderOptions) -> Value {
     let role = FilterConfig::Control(ControlRole { vm_id: VM_ID.to_string(), token_env: options.token_env.clone() });
-    json!({
-        "name": "envoy.filters.http.wasm",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-            "config": plugin("infergate-control", "control", &role, options),
-        },
-    })
+    json!({"name": "envoy.filters.http.wasm", "typed_config": typed_config("infergate-control", "control", &role, options)})
 }
 
 pub(crate) fn singleton(options: &RenderOptions) -> Value {

@@ -1,18 +1,20 @@
 //! The control listener's filter: admits a snapshot push only with the bearer token
 //! and only if it decodes and validates, so a bad push can never replace the active
-//! snapshot. Accepted pushes go to the singleton through the shared queue.
+//! snapshot. Accepted pushes go to the singleton through the shared queue. On the
+//! global router, the same filter takes clusters' summaries (`POST /v1/summary`).
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
-use infergate_core::filter_config::{ControlRole, SEQUENCE_KEY, SNAPSHOT_PATH, SNAPSHOT_QUEUE};
+use infergate_core::filter_config::{ControlRole, SEQUENCE_KEY, SNAPSHOT_PATH, SNAPSHOT_QUEUE, SUMMARY_PATH};
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use crate::host;
 use crate::metrics::ControlMetrics;
+use crate::summaries::{self, StoreError};
 
 pub struct ControlShared {
     token: String,
@@ -47,13 +49,50 @@ impl ControlShared {
     }
 }
 
+/// What a push carries, by its path.
+#[derive(Clone, Copy)]
+enum Push {
+    Snapshot,
+    Summary,
+}
+
 pub struct ControlHttp {
     shared: Rc<ControlShared>,
+    push: Push,
 }
 
 impl ControlHttp {
     pub fn new(shared: Rc<ControlShared>) -> Self {
-        Self { shared }
+        Self { shared, push: Push::Snapshot }
+    }
+
+    fn admit_summary(&self, body: &[u8]) -> Action {
+        match summaries::store(body) {
+            Ok((cluster, sequence)) => {
+                self.shared.metrics.accepted.increment();
+                log::debug!("infergate control: accepted summary {sequence} of cluster {cluster}");
+                host::reply(204, vec![], b"");
+                Action::Pause
+            }
+            Err(StoreError::Invalid(err)) => {
+                self.shared.metrics.invalid.increment();
+                log::warn!("infergate control: refused summary: {err}");
+                self.answer(400, &err.to_string())
+            }
+            Err(StoreError::Replay { cluster, sequence, newest }) => {
+                self.shared.metrics.invalid.increment();
+                log::warn!("infergate control: refused summary {sequence} of {cluster}: not newer than {newest}");
+                self.answer(409, &format!("sequence {sequence} of cluster {cluster} is not newer than {newest}"))
+            }
+            Err(StoreError::Host(message)) => self.answer(503, &message),
+        }
+    }
+
+    fn admit_push(&self, body: &[u8]) -> Action {
+        match self.push {
+            Push::Snapshot => self.admit(body),
+            Push::Summary => self.admit_summary(body),
+        }
     }
 
     fn answer(&self, status: u32, message: &str) -> Action {
@@ -119,11 +158,13 @@ impl Context for ControlHttp {}
 impl HttpContext for ControlHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         let path = host::request_header(":path").unwrap_or_default();
-        if path != SNAPSHOT_PATH {
-            return self.answer(404, "the control listener serves only POST /v1/snapshot");
-        }
+        self.push = match path.as_str() {
+            SNAPSHOT_PATH => Push::Snapshot,
+            SUMMARY_PATH => Push::Summary,
+            _ => return self.answer(404, "the control listener serves only POST /v1/snapshot and POST /v1/summary"),
+        };
         if host::request_header(":method").as_deref() != Some("POST") {
-            return self.answer(405, "POST a MessagePack snapshot");
+            return self.answer(405, "POST a MessagePack snapshot or summary");
         }
         if !bearer_token_matches(host::request_header("authorization").as_deref(), &self.shared.token) {
             self.shared.metrics.unauthorized.increment();
@@ -134,7 +175,7 @@ impl HttpContext for ControlHttp {
             return self.answer(413, "snapshot too large");
         }
         if end_of_stream {
-            return self.admit(&[]);
+            return self.admit_push(&[]);
         }
         Action::Pause
     }
@@ -147,6 +188,6 @@ impl HttpContext for ControlHttp {
             return Action::Pause;
         }
         let body = host::request_body(body_size).unwrap_or_default();
-        self.admit(&body)
+        self.admit_push(&body)
     }
 }

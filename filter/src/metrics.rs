@@ -105,3 +105,22 @@ impl ControlMetrics {
         }
     }
 }
+
+/// The global router's metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct GlobalMetrics {
+    pub decisions: Metric,
+    /// Decisions whose first cluster had no fresh, healthy summary.
+    pub blind: Metric,
+    pub rejected: Metric,
+}
+
+impl GlobalMetrics {
+    pub fn define() -> Self {
+        Self {
+            decisions: Metric::counter("infergate.global.decisions"),
+            blind: Metric::counter("infergate.global.blind"),
+            rejected: Metric::counter("infergate.global.rejected"),
+        }
+    }
+}

@@ -7,6 +7,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
 use crate::control::{ControlHttp, ControlShared};
+use crate::global::{GlobalHttp, GlobalShared};
 use crate::host;
 use crate::router::{RouterHttp, RouterShared};
 use crate::singleton::Singleton;
@@ -20,6 +21,7 @@ enum Role {
     Router(Rc<RouterShared>),
     Control(Rc<ControlShared>),
     Singleton(Singleton),
+    Global(Rc<GlobalShared>),
 }
 
 impl Context for PluginRoot {}
@@ -46,6 +48,7 @@ impl RootContext for PluginRoot {
                     return false;
                 }
             },
+            FilterConfig::Global(global) => Role::Global(Rc::new(GlobalShared::new(*global))),
             FilterConfig::Singleton => match Singleton::start() {
                 Ok(singleton) => Role::Singleton(singleton),
                 Err(message) => {
@@ -80,6 +83,7 @@ impl RootContext for PluginRoot {
                 Box::new(RouterHttp::new(Rc::clone(shared)))
             }
             Some(Role::Control(shared)) => Box::new(ControlHttp::new(Rc::clone(shared))),
+            Some(Role::Global(shared)) => Box::new(GlobalHttp::new(Rc::clone(shared))),
             Some(Role::Singleton(_)) | None => Box::new(PassThrough),
         })
     }

@@ -10,10 +10,13 @@ use tokio::sync::{mpsc, watch};
 
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
+use infergate_core::filter_config::{SNAPSHOT_PATH, SUMMARY_PATH};
+use infergate_core::global::summarize;
+use infergate_core::snapshot::Snapshot;
 use infergate_metrics_agent::discovery::kubernetes::{self, ConfigResource};
 use infergate_metrics_agent::discovery::{Fleet, config_file};
 use infergate_metrics_agent::push::Pusher;
-use infergate_metrics_agent::scrape::fetch_metrics;
+use infergate_metrics_agent::scrape::{fetch_metrics, unix_ms};
 use infergate_metrics_agent::telemetry::{self, PodLabel, TargetLabel, Telemetry};
 use infergate_metrics_agent::token::ControlToken;
 use infergate_metrics_agent::{FleetScraper, engines};
@@ -33,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the scrape-and-push loop until SIGTERM or Ctrl-C.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print one pod's normalized signals as JSON, to debug what the router will see.
     Parse(ParseArgs),
     /// Print the InferenceGatewayConfig CustomResourceDefinition as YAML.
@@ -65,6 +68,17 @@ struct RunArgs {
     /// Timeout of one push to one gateway, milliseconds.
     #[arg(long, default_value_t = 1000)]
     push_timeout_ms: u64,
+    /// Tier 2: this cluster's name in the global router's config. With --summary-to,
+    /// each round also sends the cluster's summary there.
+    #[arg(long, requires = "summary_to")]
+    cluster: Option<String>,
+    /// Tier 2: control listener base URL of each global router replica; repeat for
+    /// several.
+    #[arg(long, requires = "cluster")]
+    summary_to: Vec<String>,
+    /// Tier 2: file holding the global routers' bearer token (default: the gateway's).
+    #[arg(long, requires = "summary_to")]
+    summary_token_file: Option<PathBuf>,
     /// Where to serve the agent's own /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:9903")]
     listen: std::net::SocketAddr,
@@ -109,7 +123,7 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match Cli::parse().command {
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Parse(args) => parse(args).await,
         Command::Crd => kubernetes::crd_yaml().map(|yaml| print!("{yaml}")).map_err(|e| e.to_string()),
     };
@@ -175,7 +189,21 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .pool_idle_timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let mut pusher = Pusher::new(client.clone(), controls, token, Duration::from_millis(args.push_timeout_ms));
+    let push_timeout = Duration::from_millis(args.push_timeout_ms);
+    let mut summaries = match &args.cluster {
+        Some(cluster) => {
+            let summary_token = match &args.summary_token_file {
+                Some(path) => ControlToken::from_file(path)?,
+                None => token.clone(),
+            };
+            let pusher =
+                Pusher::new(client.clone(), args.summary_to.clone(), SUMMARY_PATH, summary_token, push_timeout);
+            tracing::info!(%cluster, targets = ?pusher.targets(), "sending this cluster's summaries to the global routers");
+            Some(SummarySender { cluster: cluster.clone(), pusher })
+        }
+        None => None,
+    };
+    let mut pusher = Pusher::new(client.clone(), controls, SNAPSHOT_PATH, token, push_timeout);
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut fleet_changes = follow_fleet(config, kube);
     let mut scraper = FleetScraper::new(client, fleet_changes.borrow_and_update().clone());
@@ -203,7 +231,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
         // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
         next_round = tokio::time::Instant::now() + interval.mul_f64(0.9 + fastrand::f64() * 0.2);
-        round(&mut scraper, &mut pusher, &telemetry).await;
+        let snapshot = round(&mut scraper, &mut pusher, &telemetry).await;
+        if let (Some(sender), Some((snapshot, gateway_healthy))) = (summaries.as_mut(), snapshot) {
+            sender.send(&snapshot, gateway_healthy, &telemetry).await;
+        }
     }
     server.abort();
     tracing::info!("metrics-agent stopped");
@@ -286,8 +317,9 @@ fn follow_fleet(
     fleet
 }
 
-/// One scrape of every pod and one push to every gateway.
-async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry) {
+/// One scrape of every pod and one push to every gateway. Returns the snapshot and
+/// whether a gateway accepted it.
+async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry) -> Option<(Snapshot, bool)> {
     let scrape_started = Instant::now();
     let snapshot = scraper.scrape().await;
     telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
@@ -300,7 +332,7 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
         Ok(bytes) => bytes,
         Err(e) => {
             tracing::error!(error = %e, "cannot encode the snapshot");
-            return;
+            return None;
         }
     };
     telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
@@ -310,13 +342,20 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
     telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
     let now = Instant::now();
     let mut all_ok = true;
+    let mut any_accepted = false;
     for (target, attempt) in pusher.targets().iter().zip(attempts) {
         let label = TargetLabel { target: target.clone() };
         // Created at 0 on the first round, so that the series exists before a failure.
         let push_errors = telemetry.push_errors.get_or_create(&label);
         match attempt.result {
-            Some(Ok(())) if attempt.was_failing => tracing::info!(%target, "push recovered"),
-            Some(Ok(())) => tracing::debug!(%target, sequence = snapshot.sequence, bytes = size, "pushed"),
+            Some(Ok(())) if attempt.was_failing => {
+                any_accepted = true;
+                tracing::info!(%target, "push recovered");
+            }
+            Some(Ok(())) => {
+                any_accepted = true;
+                tracing::debug!(%target, sequence = snapshot.sequence, bytes = size, "pushed");
+            }
             Some(Err(e)) => {
                 all_ok = false;
                 push_errors.inc();
@@ -330,6 +369,40 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
         telemetry.push_age_seconds.get_or_create(&label).set(age);
     }
     telemetry.set_ready(all_ok);
+    Some((snapshot, any_accepted))
+}
+
+/// Tier 2: this cluster's summary to every global router, after each round.
+struct SummarySender {
+    cluster: String,
+    pusher: Pusher,
+}
+
+impl SummarySender {
+    async fn send(&mut self, snapshot: &Snapshot, gateway_healthy: bool, telemetry: &Telemetry) {
+        let summary = summarize(snapshot, &self.cluster, snapshot.sequence, gateway_healthy, unix_ms());
+        let bytes = match summary.encode() {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode the summary");
+                return;
+            }
+        };
+        let attempts = self.pusher.push(bytes.into()).await;
+        for (target, attempt) in self.pusher.targets().iter().zip(attempts) {
+            let push_errors = telemetry.push_errors.get_or_create(&TargetLabel { target: target.clone() });
+            match attempt.result {
+                Some(Err(e)) => {
+                    push_errors.inc();
+                    if !attempt.was_failing {
+                        tracing::warn!(%target, error = %e, "summary push failed; retrying with backoff");
+                    }
+                }
+                Some(Ok(())) if attempt.was_failing => tracing::info!(%target, "summary push recovered"),
+                _ => {}
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

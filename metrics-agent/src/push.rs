@@ -1,10 +1,10 @@
-//! Pushes encoded snapshots to every gateway's control listener.
+//! Pushes encoded snapshots to every gateway's control listener, and a cluster's
+//! summaries to every global router's.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
-use infergate_core::filter_config::SNAPSHOT_PATH;
 
 use crate::token::ControlToken;
 
@@ -49,10 +49,16 @@ pub struct Pusher {
 }
 
 impl Pusher {
-    /// `targets` are control listener base URLs, e.g. `http://127.0.0.1:9902`.
-    pub fn new(client: reqwest::Client, targets: Vec<String>, token: ControlToken, timeout: Duration) -> Self {
-        let targets: Vec<String> =
-            targets.into_iter().map(|t| format!("{}{SNAPSHOT_PATH}", t.trim_end_matches('/'))).collect();
+    /// `targets` are control listener base URLs, e.g. `http://127.0.0.1:9902`; `path`
+    /// is what is pushed there (`/v1/snapshot` or `/v1/summary`).
+    pub fn new(
+        client: reqwest::Client,
+        targets: Vec<String>,
+        path: &str,
+        token: ControlToken,
+        timeout: Duration,
+    ) -> Self {
+        let targets: Vec<String> = targets.into_iter().map(|t| format!("{}{path}", t.trim_end_matches('/'))).collect();
         let history = vec![History::default(); targets.len()];
         Self { client, targets, token, timeout, history }
     }

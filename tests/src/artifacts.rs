@@ -45,3 +45,19 @@ pub fn metrics_agent() -> PathBuf {
         must_exist(target_dir().join("release/metrics-agent"), "run `cargo build --release -p infergate-metrics-agent`")
     }
 }
+
+/// Runs `envoy --mode validate` on a config text; `Err` holds Envoy's log.
+pub fn envoy_validate(config_text: &str) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("envoy.yaml");
+    std::fs::write(&path, config_text).map_err(|e| e.to_string())?;
+    let output = std::process::Command::new(envoy())
+        .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+        .arg(&path)
+        .env("INFERGATE_CONTROL_TOKEN", "validate-token")
+        .output()
+        .map_err(|e| format!("cannot run envoy: {e}"))?;
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    let said_ok = String::from_utf8_lossy(&output.stdout).contains("OK") || log.contains("OK");
+    if output.status.success() && said_ok { Ok(()) } else { Err(log) }
+}

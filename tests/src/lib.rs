@@ -8,6 +8,7 @@
 pub mod artifacts;
 pub mod client;
 pub mod fleet;
+pub mod global_router;
 pub mod kube_api;
 pub mod procfs;
 pub mod soak;

@@ -132,7 +132,7 @@ pub struct Stack {
 
 /// A free port below Linux's ephemeral range (32768+), so that no outgoing connection
 /// of this machine takes it between now and Envoy's bind; distinct within this process.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let _ =
         NEXT.compare_exchange(0, 20_000 + (std::process::id() % 400) as u16 * 30, Ordering::SeqCst, Ordering::SeqCst);
@@ -148,7 +148,7 @@ fn free_port() -> u16 {
     }
 }
 
-fn loopback(port: u16) -> SocketAddr {
+pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
@@ -367,6 +367,14 @@ impl Stack {
     }
 
     /// Kills the agent, as a crash would.
+    /// Kills this cluster's gateway (Envoy) outright, as a crash would.
+    pub fn kill_envoy(&mut self) {
+        if let Some(mut envoy) = self.envoy.take() {
+            let _ = envoy.kill();
+            let _ = envoy.wait();
+        }
+    }
+
     pub fn kill_agent(&mut self) {
         if let Some(mut agent) = self.agent.take() {
             let _ = agent.kill();

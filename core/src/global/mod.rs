@@ -5,10 +5,12 @@
 
 mod config;
 mod rank;
+mod summarize;
 mod summary;
 
 pub use config::{ClassTargets, ClusterConfig, GlobalRouterConfig, GlobalSettings, RequestClass};
 pub use rank::{ClusterChoice, ClusterState, GlobalDecision, rank_clusters};
+pub use summarize::summarize;
 pub use summary::{ClusterSummary, MAX_SUMMARY_BYTES, ModelSummary, SUMMARY_VERSION, SummaryError, summary_key};
 
 #[cfg(test)]

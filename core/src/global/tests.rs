@@ -135,3 +135,67 @@ fn the_global_config_reports_errors_with_their_line() {
     assert!(rendered.starts_with("g.yaml:9:"), "{rendered}");
     assert!(rendered.contains("clusters[1].name: duplicate cluster name \"a\""), "{rendered}");
 }
+
+mod summarizing {
+    use super::super::summarize;
+    use crate::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+    use crate::endpoint::Endpoint;
+    use crate::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+
+    fn pod(port: u16, waiting: f64, scraped_at_ms: u64) -> PodState {
+        PodState {
+            address: Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+            ready: true,
+            scraped_at_ms: Some(scraped_at_ms),
+            signals: Some(PodSignals { waiting, running: 8.0, kv_cache_usage: 0.5, ..Default::default() }),
+        }
+    }
+
+    fn snapshot(pods: Vec<PodState>) -> Snapshot {
+        let pool = PoolConfig {
+            name: "a".into(),
+            engine: Default::default(),
+            endpoints: pods.iter().map(|p| p.address).collect(),
+            discovery: None,
+            profile: None,
+            weights: None,
+        };
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            sequence: 1,
+            created_at_ms: 10_000,
+            routing: RoutingConfig {
+                settings: RoutingSettings::default(),
+                pools: vec![pool],
+                models: vec![ModelConfig {
+                    name: "m".into(),
+                    pool: "a".into(),
+                    adapter: None,
+                    criticality: Default::default(),
+                }],
+            },
+            pools: vec![PoolState { name: "a".into(), pods }],
+        }
+    }
+
+    #[test]
+    fn a_summary_counts_fresh_pods_and_predicts_more_wait_for_a_busier_cluster() {
+        let idle = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 10_000)]), "east", 7, true, 10_000);
+        assert_eq!((idle.cluster.as_str(), idle.sequence, idle.gateway_healthy), ("east", 7, true));
+        let model = &idle.models[0];
+        assert_eq!((model.model.as_str(), model.ready_pods, model.running), ("m", 2, 16.0));
+        assert!((model.kv_cache_usage - 0.5).abs() < 1e-9);
+
+        let busy = summarize(&snapshot(vec![pod(1, 30.0, 10_000), pod(2, 30.0, 10_000)]), "east", 8, true, 10_000);
+        assert!(
+            busy.models[0].predicted_ttft_ms > model.predicted_ttft_ms,
+            "busy {} vs idle {}",
+            busy.models[0].predicted_ttft_ms,
+            model.predicted_ttft_ms
+        );
+
+        // A pod whose signals are older than signal_max_age_ms does not count.
+        let stale = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 1_000)]), "east", 9, true, 10_000);
+        assert_eq!(stale.models[0].ready_pods, 1);
+    }
+}

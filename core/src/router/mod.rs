@@ -6,7 +6,7 @@ mod admission;
 mod candidates;
 mod decision;
 mod ledger;
-mod model_list;
+pub mod model_list;
 
 use std::collections::HashMap;
 

@@ -21,18 +21,16 @@ struct ModelEntry<'a> {
 }
 
 pub(super) fn body(config: &RoutingConfig, created_s: u64) -> Vec<u8> {
+    list_body(config.models.iter().map(|m| (m.name.as_str(), m.pool.as_str())), created_s)
+}
+
+/// The list of `(model, where it is served)`: a pool, or on the global router the
+/// clusters.
+pub fn list_body<'a>(models: impl Iterator<Item = (&'a str, &'a str)>, created_s: u64) -> Vec<u8> {
     let list = ModelList {
         object: "list",
-        data: config
-            .models
-            .iter()
-            .map(|m| ModelEntry {
-                id: &m.name,
-                object: "model",
-                created: created_s,
-                owned_by: "infergate",
-                pool: &m.pool,
-            })
+        data: models
+            .map(|(id, pool)| ModelEntry { id, object: "model", created: created_s, owned_by: "infergate", pool })
             .collect(),
     };
     serde_json::to_vec(&list).unwrap_or_default()

@@ -7,8 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use infergate_core::config::InfergateConfig;
+use infergate_core::global::GlobalRouterConfig;
 use infergate_envoy_config::kubernetes::{self, GatewayRef, KubernetesOptions, WasmSource};
-use infergate_envoy_config::{DEFAULT_TOKEN_ENV, RenderOptions, UpstreamPolicy, WasmRuntime, render_bootstrap_yaml};
+use infergate_envoy_config::{
+    DEFAULT_TOKEN_ENV, RenderOptions, UpstreamPolicy, WasmRuntime, render_bootstrap_yaml, render_global_bootstrap_yaml,
+};
 use sha2::{Digest, Sha256};
 
 /// What to render.
@@ -21,12 +24,15 @@ enum Target {
     EnvoyGateway,
     /// Services, an HTTPRoute and an Istio EnvoyFilter, for a Gateway of class istio.
     Istio,
+    /// Tier 2: the global router's bootstrap, from an infergate-global.yaml.
+    Global,
 }
 
 /// Render the gateway's configuration from infergate.yaml.
 ///
 /// For plain Envoy (the default), the bootstrap; validate it with
-/// `envoy --mode validate -c OUT`. For Envoy Gateway or Istio, the manifests to
+/// `envoy --mode validate -c OUT`. For the global router (tier 2), its bootstrap from an
+/// infergate-global.yaml. For Envoy Gateway or Istio, the manifests to
 /// `kubectl apply`; the README's "Deploy" section says what each one does.
 #[derive(Parser)]
 #[command(version)]
@@ -95,16 +101,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let config = match InfergateConfig::from_yaml_file(&args.config) {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
-    };
     let text = match args.target {
-        Target::Envoy => envoy_bootstrap(&args, &config),
-        Target::EnvoyGateway | Target::Istio => kubernetes_manifests(&args, &config),
+        Target::Global => global_bootstrap(&args),
+        target => match InfergateConfig::from_yaml_file(&args.config) {
+            Ok(config) if target == Target::Envoy => envoy_bootstrap(&args, &config),
+            Ok(config) => kubernetes_manifests(&args, &config),
+            Err(err) => Err(err.to_string()),
+        },
     };
     let text = match text {
         Ok(text) => text,
@@ -128,18 +131,26 @@ fn main() -> ExitCode {
     }
 }
 
-fn envoy_bootstrap(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+fn render_options(args: &Args) -> Result<RenderOptions, String> {
     let wasm = args.wasm.clone().ok_or("--wasm is required: Envoy loads the filter from that path")?;
     let wasm = std::path::absolute(&wasm).unwrap_or(wasm);
-    let options = RenderOptions {
+    Ok(RenderOptions {
         runtime: args.runtime,
         token_env: args.token_env.clone(),
         upstream_policy: args.upstream_policy,
         explain: args.explain,
         access_log: !args.no_access_log,
         ..RenderOptions::new(wasm)
-    };
-    render_bootstrap_yaml(config, &options).map_err(|e| format!("cannot render: {e}"))
+    })
+}
+
+fn envoy_bootstrap(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+    render_bootstrap_yaml(config, &render_options(args)?).map_err(|e| format!("cannot render: {e}"))
+}
+
+fn global_bootstrap(args: &Args) -> Result<String, String> {
+    let config = GlobalRouterConfig::from_yaml_file(&args.config).map_err(|e| e.to_string())?;
+    render_global_bootstrap_yaml(&config, &render_options(args)?).map_err(|e| format!("cannot render: {e}"))
 }
 
 fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String, String> {

@@ -180,7 +180,7 @@ pub(crate) fn remote_options(options: &KubernetesOptions) -> RenderOptions {
 pub(crate) fn control_listener(config: &InfergateConfig, options: &KubernetesOptions) -> Value {
     let mut placed = config.clone();
     placed.gateway.control = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), config.gateway.control.port());
-    let mut listener = listeners::control(&placed, &remote_options(options));
+    let mut listener = listeners::control(&placed.gateway, &remote_options(options));
     listener["name"] = json!(CONTROL_LISTENER);
     listener
 }

@@ -8,17 +8,16 @@ use std::rc::Rc;
 use infergate_core::ApiError;
 use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
-use infergate_core::request::{ApiEndpoint, classify, parse_request};
+use infergate_core::request::parse_request;
 use infergate_core::router::{Decision, DecisionBasis};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::RouterShared;
 use crate::host;
+use crate::intake::{self, Intake};
 use crate::ledger::SharedLedger;
 
-/// Headers only the gateway may set; a client's copies are removed before routing.
-const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
 pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
 pub const MODEL_HEADER: &str = "x-gateway-model-name";
 /// The route match key: which pool's cluster serves the request.
@@ -61,13 +60,7 @@ impl RouterHttp {
         if error.status == 429 {
             self.shared.metrics.shed.increment();
         }
-        let retry_after = error.retry_after_s.map(|s| s.to_string());
-        let mut headers = vec![("content-type", "application/json")];
-        if let Some(seconds) = retry_after.as_deref() {
-            headers.push(("retry-after", seconds));
-        }
-        host::reply(u32::from(error.status), headers, &error.body());
-        Action::Pause
+        intake::reply_error(error)
     }
 
     fn decide(&mut self, body: &[u8]) -> Result<Decision, ApiError> {
@@ -154,16 +147,9 @@ impl HttpContext for RouterHttp {
                 }
             }
         }
-        for name in host::request_header_names() {
-            let lower = name.to_ascii_lowercase();
-            if RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p)) {
-                let _ = host::set_request_header(&name, None);
-            }
-        }
-        let method = host::request_header(":method").unwrap_or_default();
-        let path = host::request_header(":path").unwrap_or_default();
-        match classify(&method, &path) {
-            ApiEndpoint::ListModels => {
+        intake::strip_reserved_headers();
+        match intake::on_headers(end_of_stream, self.shared.max_body_bytes) {
+            Ok(Intake::ListModels) => {
                 let body = match self.shared.router.try_borrow() {
                     Ok(router) => router.model_list_body(host::now_unix_ms() / 1000),
                     Err(_) => return self.reject(&ApiError::no_ready_endpoint("(busy)", 1)),
@@ -171,32 +157,17 @@ impl HttpContext for RouterHttp {
                 host::reply(200, vec![("content-type", "application/json")], &body);
                 Action::Pause
             }
-            ApiEndpoint::Unknown => self.reject(&ApiError::not_found_path(&path)),
-            ApiEndpoint::Inference => {
-                let declared = host::request_header("content-length").and_then(|v| v.parse::<u64>().ok());
-                if declared.is_some_and(|len| len > self.shared.max_body_bytes) {
-                    return self.reject(&ApiError::body_too_large(self.shared.max_body_bytes));
-                }
-                if end_of_stream {
-                    return self.reject(&ApiError::invalid_request(
-                        "invalid_body",
-                        None,
-                        "The request has no body; send a JSON object with a `model` field.",
-                    ));
-                }
-                Action::Pause
-            }
+            Ok(Intake::AwaitBody) => Action::Pause,
+            Err(error) => self.reject(&error),
         }
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        if u64::try_from(body_size).unwrap_or(u64::MAX) > self.shared.max_body_bytes {
-            return self.reject(&ApiError::body_too_large(self.shared.max_body_bytes));
-        }
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        let body = host::request_body(body_size).unwrap_or_default();
+        let body = match intake::on_body(body_size, end_of_stream, self.shared.max_body_bytes) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Action::Pause,
+            Err(error) => return self.reject(&error),
+        };
         match self.decide(&body) {
             Ok(decision) => {
                 self.record(decision);

@@ -16,7 +16,7 @@ use crate::ledger::SharedLedger;
 use crate::metrics::{PoolMetrics, RouterMetrics};
 use crate::peers::PrefixPeers;
 use crate::singleton::decode_generation;
-pub use http::RouterHttp;
+pub use http::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER, RouterHttp};
 
 pub struct RouterShared {
     router: RefCell<Router>,

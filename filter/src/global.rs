@@ -1,0 +1,189 @@
+//! Tier 2's HTTP filter: reads `model` from the body, ranks the clusters from their
+//! summaries, and names their gateways best first in the header the `override_host`
+//! cluster of gateways routes on. Retries go down that list.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use infergate_core::ApiError;
+use infergate_core::filter_config::GlobalRole;
+use infergate_core::global::{
+    ClusterState, ClusterSummary, GlobalDecision, GlobalRouterConfig, RequestClass, rank_clusters,
+};
+use infergate_core::request::parse_request;
+use infergate_core::router::model_list;
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::Action;
+
+use crate::host;
+use crate::intake::{self, Intake};
+use crate::metrics::{GlobalMetrics, Metric};
+use crate::router::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER};
+use crate::summaries;
+
+/// A client's request class; read before the reserved headers are stripped.
+pub const CLASS_HEADER: &str = "x-infergate-class";
+/// The cluster chosen first, for the access log and the tier-1 gateway.
+pub const CLUSTER_HEADER: &str = "x-infergate-cluster";
+
+pub struct GlobalShared {
+    config: GlobalRouterConfig,
+    explain: bool,
+    /// The summary generation this worker last loaded.
+    generation: Cell<u64>,
+    /// The newest summary of each configured cluster, in config order.
+    summaries: RefCell<Vec<Option<ClusterSummary>>>,
+    metrics: GlobalMetrics,
+    /// Requests whose first choice was each cluster.
+    chosen: Vec<Metric>,
+}
+
+impl GlobalShared {
+    pub fn new(role: GlobalRole) -> Self {
+        let chosen = role
+            .config
+            .clusters
+            .iter()
+            .map(|c| Metric::counter(&format!("infergate.global.cluster.{}.chosen", c.name)))
+            .collect();
+        Self {
+            summaries: RefCell::new(vec![None; role.config.clusters.len()]),
+            config: role.config,
+            explain: role.explain,
+            generation: Cell::new(u64::MAX),
+            metrics: GlobalMetrics::define(),
+            chosen,
+        }
+    }
+
+    /// Reloads the summaries when the control filter stored a new one.
+    fn refresh(&self) {
+        let published = summaries::generation();
+        if published == self.generation.get() {
+            return;
+        }
+        self.generation.set(published);
+        if let Ok(mut loaded) = self.summaries.try_borrow_mut() {
+            for (slot, cluster) in loaded.iter_mut().zip(&self.config.clusters) {
+                // Only a summary that names this cluster counts for it.
+                *slot = summaries::load(&cluster.name).filter(|s| s.cluster == cluster.name);
+            }
+        }
+    }
+
+    fn decide(&self, model: &str, class: RequestClass) -> Result<GlobalDecision, ApiError> {
+        self.refresh();
+        let loaded = self.summaries.try_borrow().map_err(|_| ApiError::no_ready_endpoint("(busy)", 1))?;
+        let refs: Vec<Option<&ClusterSummary>> = loaded.iter().map(Option::as_ref).collect();
+        rank_clusters(&self.config, &refs, model, class, host::now_unix_ms())
+    }
+
+    /// Every model a fresh summary lists, with the clusters that serve it.
+    fn model_list_body(&self) -> Vec<u8> {
+        self.refresh();
+        let now_ms = host::now_unix_ms();
+        let mut served: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        let Ok(loaded) = self.summaries.try_borrow() else { return Vec::new() };
+        for summary in loaded.iter().flatten() {
+            if now_ms.saturating_sub(summary.created_at_ms) > self.config.global.summary_max_age_ms {
+                continue;
+            }
+            for model in &summary.models {
+                served.entry(model.model.clone()).or_default().push(&summary.cluster);
+            }
+        }
+        let rows: Vec<(String, String)> = served.into_iter().map(|(m, c)| (m, c.join(","))).collect();
+        model_list::list_body(rows.iter().map(|(m, c)| (m.as_str(), c.as_str())), now_ms / 1000)
+    }
+}
+
+pub struct GlobalHttp {
+    shared: Rc<GlobalShared>,
+    class: RequestClass,
+    explanation: Option<String>,
+}
+
+impl GlobalHttp {
+    pub fn new(shared: Rc<GlobalShared>) -> Self {
+        let class = shared.config.global.default_class;
+        Self { shared, class, explanation: None }
+    }
+
+    fn reject(&self, error: &ApiError) -> Action {
+        self.shared.metrics.rejected.increment();
+        intake::reply_error(error)
+    }
+
+    fn route(&mut self, body: &[u8]) -> Result<(), ApiError> {
+        let request = parse_request(body)?;
+        let decision = self.shared.decide(&request.model, self.class)?;
+        let headers = host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header()))
+            .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)))
+            .and_then(|()| host::set_request_header(CLUSTER_HEADER, decision.chosen().map(|c| c.cluster.as_str())));
+        if let Err(status) = headers {
+            log::error!("infergate global: cannot set routing headers: {status:?}");
+        }
+        self.shared.metrics.decisions.increment();
+        if let Some(first) = decision.ranked.first() {
+            if !matches!(first.state, ClusterState::Ready { .. }) {
+                self.shared.metrics.blind.increment();
+            }
+            if let Some(index) = self.shared.config.clusters.iter().position(|c| c.name == first.cluster) {
+                if let Some(metric) = self.shared.chosen.get(index) {
+                    metric.increment();
+                }
+            }
+        }
+        log::debug!("infergate global: {}", decision.explain());
+        self.explanation = self.shared.explain.then(|| decision.explain());
+        Ok(())
+    }
+}
+
+impl Context for GlobalHttp {}
+
+impl HttpContext for GlobalHttp {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if let Some(value) = host::request_header(CLASS_HEADER) {
+            match RequestClass::from_header(&value) {
+                Some(class) => self.class = class,
+                None => {
+                    return self.reject(&ApiError::invalid_request(
+                        "invalid_class",
+                        None,
+                        "`x-infergate-class` must be `latency` or `batch`.",
+                    ));
+                }
+            }
+        }
+        intake::strip_reserved_headers();
+        match intake::on_headers(end_of_stream, self.shared.config.gateway.max_body_bytes) {
+            Ok(Intake::ListModels) => {
+                host::reply(200, vec![("content-type", "application/json")], &self.shared.model_list_body());
+                Action::Pause
+            }
+            Ok(Intake::AwaitBody) => Action::Pause,
+            Err(error) => self.reject(&error),
+        }
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let body = match intake::on_body(body_size, end_of_stream, self.shared.config.gateway.max_body_bytes) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Action::Pause,
+            Err(error) => return self.reject(&error),
+        };
+        match self.route(&body) {
+            Ok(()) => Action::Continue,
+            Err(error) => self.reject(&error),
+        }
+    }
+
+    fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        if let Some(explanation) = &self.explanation {
+            let _ = host::set_response_header(DECISION_HEADER, explanation);
+        }
+        Action::Continue
+    }
+}

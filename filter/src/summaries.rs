@@ -1,0 +1,66 @@
+//! Cluster summaries in shared data, on the global router: the control filter stores
+//! each cluster's newest under its own key, refusing replays, and bumps a generation;
+//! the global router's workers reload their summaries when the generation moves.
+
+use infergate_core::filter_config::SUMMARY_GENERATION_KEY;
+use infergate_core::global::{ClusterSummary, SummaryError, summary_key};
+
+use crate::host;
+use crate::singleton::decode_generation;
+
+pub enum StoreError {
+    Invalid(SummaryError),
+    /// Not newer than the stored summary of that cluster: a replay or a second agent.
+    Replay {
+        cluster: String,
+        sequence: u64,
+        newest: u64,
+    },
+    Host(String),
+}
+
+/// Validates and stores a summary; returns its cluster and sequence.
+pub fn store(bytes: &[u8]) -> Result<(String, u64), StoreError> {
+    let summary = ClusterSummary::decode(bytes).map_err(StoreError::Invalid)?;
+    let key = summary_key(&summary.cluster);
+    // Compare-and-swap: every worker's control context admits pushes.
+    let mut stored = false;
+    for _ in 0..16 {
+        let (current, cas) = host::shared_data_with_cas(&key);
+        let newest = current.as_deref().and_then(|b| ClusterSummary::decode(b).ok()).map(|s| s.sequence);
+        if let Some(newest) = newest.filter(|&n| summary.sequence <= n) {
+            return Err(StoreError::Replay { cluster: summary.cluster, sequence: summary.sequence, newest });
+        }
+        if host::set_shared_data_cas(&key, bytes, cas).is_ok() {
+            stored = true;
+            break;
+        }
+    }
+    if !stored {
+        return Err(StoreError::Host(format!("cannot store the summary of {}: contended", summary.cluster)));
+    }
+    bump_generation();
+    Ok((summary.cluster, summary.sequence))
+}
+
+fn bump_generation() {
+    for _ in 0..16 {
+        let (current, cas) = host::shared_data_with_cas(SUMMARY_GENERATION_KEY);
+        let next = current.as_deref().map_or(0, decode_generation).wrapping_add(1);
+        if host::set_shared_data_cas(SUMMARY_GENERATION_KEY, &next.to_le_bytes(), cas).is_ok() {
+            return;
+        }
+    }
+    log::warn!("infergate control: the summary generation is contended; readers catch up on the next store");
+}
+
+/// The summary generation, read per request.
+pub fn generation() -> u64 {
+    host::shared_data(SUMMARY_GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes))
+}
+
+/// The newest stored summary of `cluster`, if any decodes.
+pub fn load(cluster: &str) -> Option<ClusterSummary> {
+    let bytes = host::shared_data(&summary_key(cluster))?;
+    ClusterSummary::decode(&bytes).ok()
+}
