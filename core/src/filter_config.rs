@@ -47,6 +47,9 @@ pub enum FilterConfig {
 #[serde(deny_unknown_fields)]
 pub struct GlobalRole {
     pub config: GlobalRouterConfig,
+    /// The environment variable holding the bearer token for usage reports to the
+    /// rate limit service.
+    pub token_env: String,
     /// Add `x-infergate-decision` to responses (class, target, ranked clusters).
     #[serde(default)]
     pub explain: bool,

@@ -4,7 +4,8 @@
 //! gateway in the filter's ranking, never to one already tried.
 
 use infergate_core::filter_config::{FilterConfig, GlobalRole};
-use infergate_core::global::GlobalRouterConfig;
+use infergate_core::global::metering::{PROMPT_TOKENS_HEADER, RATE_LIMIT_CLUSTER, TENANT_HEADER, USAGE_CLUSTER};
+use infergate_core::global::{GlobalRouterConfig, RateLimits};
 use serde_json::{Value, json};
 
 use crate::clusters::{UpstreamPolicy, static_cluster};
@@ -14,32 +15,48 @@ use crate::{RenderOptions, listeners, wasm};
 /// The cluster of tier-1 gateways.
 pub const GATEWAYS_CLUSTER: &str = "tier1-gateways";
 
+/// The model header the filter sets, which the rate limit descriptors read.
+const MODEL_HEADER: &str = "x-gateway-model-name";
+
 pub fn render_global_bootstrap(config: &GlobalRouterConfig, options: &RenderOptions) -> Value {
     let timeout = format!("{}s", config.gateway.request_timeout_ms.div_ceil(1000));
-    let routes = json!([{
+    let mut route = json!({
         "match": {"prefix": "/"},
         "route": {"cluster": GATEWAYS_CLUSTER, "timeout": timeout, "retry_policy": retry_policy(config.gateway.retries)},
-    }]);
-    let role = FilterConfig::Global(Box::new(GlobalRole { config: config.clone(), explain: options.explain }));
-    let filter = json!({"name": "envoy.filters.http.wasm", "typed_config": wasm::typed_config("infergate-global", "global", &role, options)});
+    });
+    let role = FilterConfig::Global(Box::new(GlobalRole {
+        config: config.clone(),
+        token_env: options.token_env.clone(),
+        explain: options.explain,
+    }));
+    let mut filters = vec![json!({
+        "name": "envoy.filters.http.wasm",
+        "typed_config": wasm::typed_config("infergate-global", "global", &role, options),
+    })];
+    let mut clusters = vec![static_cluster(
+        GATEWAYS_CLUSTER,
+        config.clusters.iter().map(|c| c.gateway.socket_addr()),
+        UpstreamPolicy::Infergate,
+    )];
+    if let Some(limits) = &config.rate_limits {
+        route["route"]["rate_limits"] = descriptors();
+        filters.push(rate_limit_filter(limits));
+        clusters.extend(rate_limit_clusters(limits));
+    }
+    let routes = json!([route]);
     let listener = json!({
         "name": "global",
         "address": socket_address(config.gateway.listen),
         "per_connection_buffer_limit_bytes": config.gateway.max_body_bytes + BUFFER_HEADROOM_BYTES,
         "connection_balance_config": {"exact_balance": {}},
-        "filter_chains": [{"filters": [http_connection_manager("global", routes, vec![filter], options.access_log)]}],
+        "filter_chains": [{"filters": [http_connection_manager("global", routes, filters, options.access_log)]}],
     });
-    let gateways = static_cluster(
-        GATEWAYS_CLUSTER,
-        config.clusters.iter().map(|c| c.gateway.socket_addr()),
-        UpstreamPolicy::Infergate,
-    );
     json!({
         "node": {"id": "infergate-global", "cluster": "infergate-global"},
         "admin": {"address": socket_address(config.gateway.admin)},
         "static_resources": {
             "listeners": [listener, listeners::control(&config.gateway, options)],
-            "clusters": [gateways],
+            "clusters": clusters,
         },
     })
 }
@@ -50,4 +67,51 @@ pub fn render_global_bootstrap_yaml(config: &GlobalRouterConfig, options: &Rende
     Ok(format!(
         "# Rendered by infergate-envoy-config --target global; edit infergate-global.yaml, not this one.\n{body}"
     ))
+}
+
+/// Two descriptors per request, each per tenant and model: one request, and the prompt
+/// tokens the filter estimated. Envoy skips a descriptor whose header is missing.
+fn descriptors() -> Value {
+    let header = |name: &str, key: &str| json!({"request_headers": {"header_name": name, "descriptor_key": key}});
+    let per = |kind: &str| {
+        vec![
+            json!({"generic_key": {"descriptor_key": "limit", "descriptor_value": kind}}),
+            header(TENANT_HEADER, "tenant"),
+            header(MODEL_HEADER, "model"),
+        ]
+    };
+    let mut tokens = per("tokens");
+    tokens.push(header(PROMPT_TOKENS_HEADER, "tokens"));
+    json!([{"actions": per("requests")}, {"actions": tokens}])
+}
+
+/// Envoy's own global rate limit filter, after ours (which sets the headers it reads).
+fn rate_limit_filter(limits: &RateLimits) -> Value {
+    json!({
+        "name": "envoy.filters.http.ratelimit",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+            "domain": "infergate",
+            "timeout": "0.25s",
+            // A rate limit service that cannot answer admits, unless told otherwise.
+            "failure_mode_deny": limits.failure_mode_deny,
+            "rate_limit_service": {
+                "grpc_service": {"envoy_grpc": {"cluster_name": RATE_LIMIT_CLUSTER}},
+                "transport_api_version": "V3",
+            },
+        },
+    })
+}
+
+fn rate_limit_clusters(limits: &RateLimits) -> Vec<Value> {
+    let mut grpc =
+        static_cluster(RATE_LIMIT_CLUSTER, std::iter::once(limits.service.socket_addr()), UpstreamPolicy::RoundRobin);
+    grpc["typed_extension_protocol_options"] = json!({
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}},
+        },
+    });
+    let usage = static_cluster(USAGE_CLUSTER, std::iter::once(limits.usage.socket_addr()), UpstreamPolicy::RoundRobin);
+    vec![grpc, usage]
 }

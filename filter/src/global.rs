@@ -8,6 +8,10 @@ use std::rc::Rc;
 
 use infergate_core::ApiError;
 use infergate_core::filter_config::GlobalRole;
+use infergate_core::global::metering::{
+    PROMPT_TOKENS_HEADER, TENANT_HEADER, USAGE_CLUSTER, USAGE_PATH, UsageReport, answer_tokens, stream_chunk_tokens,
+    tenant_id,
+};
 use infergate_core::global::{
     ClusterState, ClusterSummary, GlobalDecision, GlobalRouterConfig, RequestClass, rank_clusters,
 };
@@ -26,6 +30,9 @@ use crate::summaries;
 pub const CLASS_HEADER: &str = "x-infergate-class";
 /// The cluster chosen first, for the access log and the tier-1 gateway.
 pub const CLUSTER_HEADER: &str = "x-infergate-cluster";
+/// How often usage reports go to the rate limit service.
+const USAGE_FLUSH_MS: u64 = 200;
+const MAX_PENDING_REPORTS: usize = 10_000;
 
 pub struct GlobalShared {
     config: GlobalRouterConfig,
@@ -37,6 +44,25 @@ pub struct GlobalShared {
     metrics: GlobalMetrics,
     /// Requests whose first choice was each cluster.
     chosen: Vec<Metric>,
+    metering: Option<Metering>,
+}
+
+/// Token accounting for the global rate limits.
+struct Metering {
+    tenant_header: String,
+    /// The bearer token of usage reports, from the environment.
+    token: String,
+    /// Usage reports waiting for the next tick, which sends them in one call.
+    pending: RefCell<Vec<UsageReport>>,
+}
+
+/// What a metered request remembers until its answer is complete.
+struct Metered {
+    tenant: String,
+    model: String,
+    charged_tokens: u64,
+    streamed: bool,
+    used_tokens: Option<u64>,
 }
 
 impl GlobalShared {
@@ -47,7 +73,19 @@ impl GlobalShared {
             .iter()
             .map(|c| Metric::counter(&format!("infergate.global.cluster.{}.chosen", c.name)))
             .collect();
+        let metering = role.config.rate_limits.as_ref().map(|limits| Metering {
+            tenant_header: limits.tenant_header.clone(),
+            token: std::env::var(&role.token_env).unwrap_or_default().trim().to_string(),
+            pending: RefCell::new(Vec::new()),
+        });
+        if let Some(metering) = &metering {
+            if metering.token.is_empty() {
+                log::warn!("infergate global: {} is empty; usage reports will be refused", role.token_env);
+            }
+            host::set_tick_period_ms(USAGE_FLUSH_MS);
+        }
         Self {
+            metering,
             summaries: RefCell::new(vec![None; role.config.clusters.len()]),
             config: role.config,
             explain: role.explain,
@@ -79,6 +117,28 @@ impl GlobalShared {
         rank_clusters(&self.config, &refs, model, class, host::now_unix_ms())
     }
 
+    /// Sends the usage reports gathered since the last tick, in one call.
+    pub fn flush_usage(&self) {
+        let Some(metering) = &self.metering else { return };
+        let Ok(mut pending) = metering.pending.try_borrow_mut() else { return };
+        if pending.is_empty() {
+            return;
+        }
+        let body = serde_json::to_vec(&*pending).unwrap_or_default();
+        let bearer = format!("Bearer {}", metering.token);
+        let headers = vec![("content-type", "application/json"), ("authorization", bearer.as_str())];
+        match host::dispatch_post(USAGE_CLUSTER, USAGE_PATH, headers, &body) {
+            Ok(_) => pending.clear(),
+            // Kept for the next tick, up to a bound: the limits must not cost memory.
+            Err(status) => {
+                log::warn!("infergate global: cannot send {} usage reports: {status:?}", pending.len());
+                if pending.len() > MAX_PENDING_REPORTS {
+                    pending.clear();
+                }
+            }
+        }
+    }
+
     /// Every model a fresh summary lists, with the clusters that serve it.
     fn model_list_body(&self) -> Vec<u8> {
         self.refresh();
@@ -102,12 +162,28 @@ pub struct GlobalHttp {
     shared: Rc<GlobalShared>,
     class: RequestClass,
     explanation: Option<String>,
+    tenant: Option<String>,
+    metered: Option<Metered>,
 }
 
 impl GlobalHttp {
     pub fn new(shared: Rc<GlobalShared>) -> Self {
         let class = shared.config.global.default_class;
-        Self { shared, class, explanation: None }
+        Self { shared, class, explanation: None, tenant: None, metered: None }
+    }
+
+    /// The answer is complete: its usage, if it reported one, corrects the charge.
+    fn finish_metering(&mut self) {
+        let Some(metered) = self.metered.take() else { return };
+        let (Some(used_tokens), Some(metering)) = (metered.used_tokens, &self.shared.metering) else { return };
+        if let Ok(mut pending) = metering.pending.try_borrow_mut() {
+            pending.push(UsageReport {
+                tenant: metered.tenant,
+                model: metered.model,
+                charged_tokens: metered.charged_tokens,
+                used_tokens,
+            });
+        }
     }
 
     fn reject(&self, error: &ApiError) -> Action {
@@ -123,6 +199,21 @@ impl GlobalHttp {
             .and_then(|()| host::set_request_header(CLUSTER_HEADER, decision.chosen().map(|c| c.cluster.as_str())));
         if let Err(status) = headers {
             log::error!("infergate global: cannot set routing headers: {status:?}");
+        }
+        if let Some(tenant) = self.tenant.take() {
+            let charged_tokens = u64::from(request.prompt_tokens());
+            let metered = host::set_request_header(TENANT_HEADER, Some(&tenant))
+                .and_then(|()| host::set_request_header(PROMPT_TOKENS_HEADER, Some(&charged_tokens.to_string())));
+            if let Err(status) = metered {
+                log::error!("infergate global: cannot set rate limit headers: {status:?}");
+            }
+            self.metered = Some(Metered {
+                tenant,
+                model: request.model.clone(),
+                charged_tokens,
+                streamed: false,
+                used_tokens: None,
+            });
         }
         self.shared.metrics.decisions.increment();
         if let Some(first) = decision.ranked.first() {
@@ -157,6 +248,9 @@ impl HttpContext for GlobalHttp {
                 }
             }
         }
+        if let Some(metering) = &self.shared.metering {
+            self.tenant = Some(tenant_id(host::request_header(&metering.tenant_header).as_deref()));
+        }
         intake::strip_reserved_headers();
         match intake::on_headers(end_of_stream, self.shared.config.gateway.max_body_bytes) {
             Ok(Intake::ListModels) => {
@@ -180,9 +274,37 @@ impl HttpContext for GlobalHttp {
         }
     }
 
-    fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         if let Some(explanation) = &self.explanation {
             let _ = host::set_response_header(DECISION_HEADER, explanation);
+        }
+        if self.metered.is_some() {
+            let served_ok = host::response_status().is_some_and(|s| (200..300).contains(&s));
+            let streamed = host::response_header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+            match self.metered.as_mut() {
+                Some(metered) if served_ok && !end_of_stream => metered.streamed = streamed,
+                // Refused or empty: the admission charge stands.
+                _ => self.metered = None,
+            }
+        }
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let Some(metered) = self.metered.as_mut() else { return Action::Continue };
+        if metered.streamed {
+            // Each chunk passes at once; the usage event is the stream's last data.
+            if let Some(tokens) = host::response_body(body_size).as_deref().and_then(stream_chunk_tokens) {
+                metered.used_tokens = Some(tokens);
+            }
+        } else if !end_of_stream {
+            // A whole answer is small: hold it until its `usage` can be read.
+            return Action::Pause;
+        } else {
+            metered.used_tokens = host::response_body(body_size).as_deref().and_then(answer_tokens);
+        }
+        if end_of_stream {
+            self.finish_metering();
         }
         Action::Continue
     }

@@ -112,3 +112,14 @@ pub fn enqueue(queue_id: u32, value: &[u8]) -> Result<(), Status> {
 pub fn dequeue(queue_id: u32) -> Option<Vec<u8>> {
     hostcalls::dequeue_shared_queue(queue_id).ok().flatten()
 }
+
+/// An HTTP call from the root context to `cluster`; the answer is not awaited.
+pub fn dispatch_post(cluster: &str, path: &str, headers: Vec<(&str, &str)>, body: &[u8]) -> Result<u32, Status> {
+    let mut all = vec![(":method", "POST"), (":path", path), (":authority", cluster)];
+    all.extend(headers);
+    hostcalls::dispatch_http_call(cluster, all, Some(body), vec![], std::time::Duration::from_secs(2))
+}
+
+pub fn response_body(size: usize) -> Option<Vec<u8>> {
+    hostcalls::get_buffer(proxy_wasm::types::BufferType::HttpResponseBody, 0, size).ok().flatten()
+}

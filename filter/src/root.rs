@@ -70,8 +70,10 @@ impl RootContext for PluginRoot {
     }
 
     fn on_tick(&mut self) {
-        if let Some(Role::Router(shared)) = &self.role {
-            shared.on_tick();
+        match &self.role {
+            Some(Role::Router(shared)) => shared.on_tick(),
+            Some(Role::Global(shared)) => shared.flush_usage(),
+            _ => {}
         }
     }
 

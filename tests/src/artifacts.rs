@@ -39,10 +39,15 @@ pub fn filter_wasm() -> PathBuf {
 
 /// The agent of the same profile as this code: debug for tests, release for benches.
 pub fn metrics_agent() -> PathBuf {
+    binary("metrics-agent")
+}
+
+/// A workspace binary of the same profile as this code.
+pub fn binary(name: &str) -> PathBuf {
     if cfg!(debug_assertions) {
-        must_exist(target_dir().join("debug/metrics-agent"), "run `make build` to build the agent")
+        must_exist(target_dir().join("debug").join(name), "run `make build` to build the workspace's binaries")
     } else {
-        must_exist(target_dir().join("release/metrics-agent"), "run `cargo build --release -p infergate-metrics-agent`")
+        must_exist(target_dir().join("release").join(name), "run `cargo build --release` for the benches' binaries")
     }
 }
 

@@ -15,6 +15,67 @@ pub struct GlobalRouterConfig {
     pub gateway: GatewaySettings,
     pub global: GlobalSettings,
     pub clusters: Vec<ClusterConfig>,
+    /// Global limits per tenant and model, enforced by Envoy's rate limit filter and
+    /// `infergate-ratelimit`; absent, nothing is limited.
+    #[serde(default)]
+    pub rate_limits: Option<RateLimits>,
+}
+
+/// Requests and tokens per minute, per tenant and model, counted in Redis so that
+/// every replica of the global router and of the rate limit service shares them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    /// Where `infergate-ratelimit` serves Envoy's gRPC rate limit API, `ip:port`.
+    pub service: Endpoint,
+    /// Where it serves `POST /v1/usage`, the filter's token reconciliation, `ip:port`.
+    pub usage: Endpoint,
+    /// The Redis the counters live in.
+    #[serde(default = "RateLimits::default_redis")]
+    pub redis: String,
+    /// The request header that names the tenant; its value is hashed before use, so an
+    /// API key in `authorization` never reaches Redis or a log.
+    #[serde(default = "RateLimits::default_tenant_header")]
+    pub tenant_header: String,
+    /// Limits of every model without its own.
+    pub default: Limits,
+    #[serde(default)]
+    pub models: Vec<ModelLimits>,
+    /// Refuse requests while the rate limit service cannot answer (default: admit).
+    #[serde(default)]
+    pub failure_mode_deny: bool,
+}
+
+impl RateLimits {
+    fn default_redis() -> String {
+        "redis://127.0.0.1:6379".to_string()
+    }
+    fn default_tenant_header() -> String {
+        "authorization".to_string()
+    }
+
+    /// The limits that apply to `model`.
+    pub fn for_model(&self, model: &str) -> Limits {
+        self.models.iter().find(|m| m.model == model).map_or(self.default, |m| Limits {
+            requests_per_minute: m.requests_per_minute,
+            tokens_per_minute: m.tokens_per_minute,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub requests_per_minute: u64,
+    pub tokens_per_minute: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelLimits {
+    pub model: String,
+    pub requests_per_minute: u64,
+    pub tokens_per_minute: u64,
 }
 
 /// How clusters are ranked.
@@ -138,6 +199,26 @@ impl GlobalRouterConfig {
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(ConfigError::at(&targets.key(name), format!("must be a positive number, got {value}")));
+            }
+        }
+        if let Some(limits) = &self.rate_limits {
+            let path = root.key("rate_limits");
+            if limits.tenant_header.trim().is_empty() || limits.tenant_header.starts_with("x-infergate-") {
+                return Err(ConfigError::at(
+                    &path.key("tenant_header"),
+                    "must name a client header (the gateway's own x-infergate-* headers are stripped)",
+                ));
+            }
+            if !limits.redis.starts_with("redis://") {
+                return Err(ConfigError::at(&path.key("redis"), "must be a redis:// URL"));
+            }
+            for (index, model) in limits.models.iter().enumerate() {
+                if limits.models.iter().take(index).any(|m| m.model == model.model) {
+                    return Err(ConfigError::at(
+                        &path.key("models").index(index).key("model"),
+                        format!("duplicate model {:?}", model.model),
+                    ));
+                }
             }
         }
         let clusters = root.key("clusters");

@@ -4,11 +4,14 @@
 //! gateways best first, as tier 1 names pods. The same filter does it, in another role.
 
 mod config;
+pub mod metering;
 mod rank;
 mod summarize;
 mod summary;
 
-pub use config::{ClassTargets, ClusterConfig, GlobalRouterConfig, GlobalSettings, RequestClass};
+pub use config::{
+    ClassTargets, ClusterConfig, GlobalRouterConfig, GlobalSettings, Limits, ModelLimits, RateLimits, RequestClass,
+};
 pub use rank::{ClusterChoice, ClusterState, GlobalDecision, rank_clusters};
 pub use summarize::summarize;
 pub use summary::{ClusterSummary, MAX_SUMMARY_BYTES, ModelSummary, SUMMARY_VERSION, SummaryError, summary_key};

@@ -25,6 +25,7 @@ fn config() -> GlobalRouterConfig {
             cluster("east-b", "east", 9002, 2.0),
             cluster("west", "west", 9003, 1.0),
         ],
+        rate_limits: None,
     }
 }
 

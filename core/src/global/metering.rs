@@ -1,0 +1,99 @@
+//! Token metering for the global rate limits: who the tenant is, what admission
+//! charges, and what an answer's `usage` says it used. The filter produces these; the
+//! rate limit service reads the same `UsageReport`.
+
+use serde::{Deserialize, Serialize};
+
+/// The header the filter sets with the hashed tenant; Envoy's rate limit actions read it.
+pub const TENANT_HEADER: &str = "x-infergate-tenant";
+/// The header with the prompt tokens charged at admission.
+pub const PROMPT_TOKENS_HEADER: &str = "x-infergate-prompt-tokens";
+/// Where the rate limit service takes usage reports.
+pub const USAGE_PATH: &str = "/v1/usage";
+/// The rate limit service's clusters in the global router's bootstrap.
+pub const RATE_LIMIT_CLUSTER: &str = "infergate-ratelimit";
+pub const USAGE_CLUSTER: &str = "infergate-ratelimit-usage";
+
+/// A stable, opaque tenant id: the header's value hashed, so that API keys never reach
+/// Redis keys or logs. Requests without the header share `anonymous`.
+pub fn tenant_id(header_value: Option<&str>) -> String {
+    match header_value.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(value) => format!("t{:016x}", xxhash_rust::xxh64::xxh64(value.as_bytes(), 0x696e_6665_7267_6174)),
+        None => "anonymous".to_string(),
+    }
+}
+
+/// One answer's tokens, reported after it completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageReport {
+    pub tenant: String,
+    pub model: String,
+    /// What admission counted: the prompt estimate.
+    pub charged_tokens: u64,
+    /// What the answer's `usage` says: prompt plus completion tokens.
+    pub used_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct WithUsage {
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    total_tokens: Option<u64>,
+}
+
+impl Usage {
+    fn tokens(&self) -> u64 {
+        self.total_tokens.unwrap_or(self.prompt_tokens.saturating_add(self.completion_tokens))
+    }
+}
+
+/// The tokens a whole (non-streamed) answer reports in `usage`.
+pub fn answer_tokens(body: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<WithUsage>(body).ok()?.usage.map(|u| u.tokens())
+}
+
+/// The tokens a chunk of an SSE stream reports, if it holds the usage event (sent last
+/// when the client asked for `stream_options.include_usage`).
+pub fn stream_chunk_tokens(chunk: &[u8]) -> Option<u64> {
+    chunk
+        .split(|&b| b == b'\n')
+        .rev()
+        .filter_map(|line| line.strip_prefix(b"data:"))
+        .find_map(|data| serde_json::from_slice::<WithUsage>(data.trim_ascii()).ok()?.usage)
+        .map(|u| u.tokens())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_are_hashed_and_stable() {
+        let a = tenant_id(Some("Bearer sk-secret"));
+        assert_eq!(a, tenant_id(Some("Bearer sk-secret")));
+        assert_ne!(a, tenant_id(Some("Bearer sk-other")));
+        assert!(!a.contains("secret"));
+        assert_eq!(tenant_id(None), "anonymous");
+        assert_eq!(tenant_id(Some("  ")), "anonymous");
+    }
+
+    #[test]
+    fn usage_is_read_from_whole_answers_and_from_the_streams_last_event() {
+        let whole = br#"{"id":"x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}}"#;
+        assert_eq!(answer_tokens(whole), Some(42));
+        assert_eq!(answer_tokens(br#"{"usage":{"prompt_tokens":5,"completion_tokens":6}}"#), Some(11));
+        assert_eq!(answer_tokens(br#"{"choices":[]}"#), None);
+        assert_eq!(answer_tokens(b"not json"), None);
+        let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\ndata: [DONE]\n\n";
+        assert_eq!(stream_chunk_tokens(stream), Some(7));
+        assert_eq!(stream_chunk_tokens(b"data: {\"choices\":[]}\n\n"), None);
+    }
+}
