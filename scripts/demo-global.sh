@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Tier 2 on one machine: two clusters ("east", local, and "west", cheaper), each with
+# two simulated pods, its own Envoy gateway and agent; a global Envoy in front of both
+# with Redis-backed rate limits. Stops everything on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GLOBAL=examples/infergate-global.yaml
+RUN=.run/global
+mkdir -p "$RUN"
+shopt -s nullglob
+envoys=(.venv/lib/python*/site-packages/envoy/_bin/envoy)
+ENVOY=${envoys[0]:-}
+if [[ -z "$ENVOY" ]]; then
+  echo "Envoy is not installed in .venv; run 'make setup'." >&2
+  exit 1
+fi
+
+umask 077
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
+umask 022
+TOKEN=$(cat "$RUN/token")
+WASM=target/wasm32-wasip1/wasm/infergate_filter.wasm
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo
+  echo "stopping: ${pids[*]}"
+  kill "${pids[@]}" 2>/dev/null || true
+  wait 2>/dev/null || true
+  echo "stopped."
+  exit 0
+}
+trap stop INT TERM EXIT
+
+wait_ready() {
+  for _ in $(seq 1 100); do
+    curl -fs "http://$1/ready" > /dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "Envoy at $1 did not start; see $RUN/*.log" >&2
+  exit 1
+}
+
+redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no > "$RUN/redis.log" 2>&1 &
+pids+=($!)
+./target/debug/model-sim --pods 2 --base-port 8001 > "$RUN/sim-east.log" 2>&1 &
+pids+=($!)
+./target/debug/model-sim --pods 2 --base-port 8011 > "$RUN/sim-west.log" 2>&1 &
+pids+=($!)
+
+for cluster in east west; do
+  ./target/debug/infergate-envoy-config -c "examples/global/$cluster.yaml" --wasm "$WASM" --explain -o "$RUN/$cluster.yaml"
+  INFERGATE_CONTROL_TOKEN="$TOKEN" "$ENVOY" -c "$RUN/$cluster.yaml" --concurrency 1 --log-level warn \
+    --base-id "$([[ $cluster == east ]] && echo 11 || echo 12)" > "$RUN/$cluster-access.log" 2> "$RUN/$cluster-envoy.log" &
+  pids+=($!)
+done
+./target/debug/infergate-envoy-config --target global -c "$GLOBAL" --wasm "$WASM" --explain -o "$RUN/global.yaml"
+INFERGATE_CONTROL_TOKEN="$TOKEN" "$ENVOY" -c "$RUN/global.yaml" --concurrency 2 --log-level warn --base-id 13 \
+  > "$RUN/global-access.log" 2> "$RUN/global-envoy.log" &
+pids+=($!)
+./target/debug/infergate-ratelimit -c "$GLOBAL" --token-file "$RUN/token" > "$RUN/ratelimit.log" 2>&1 &
+pids+=($!)
+wait_ready 127.0.0.1:9901
+wait_ready 127.0.0.1:9921
+wait_ready 127.0.0.1:9911
+
+./target/debug/metrics-agent run -c examples/global/east.yaml --token-file "$RUN/token" --listen 127.0.0.1:9903 \
+  --cluster east --summary-to http://127.0.0.1:9912 > /dev/null 2> "$RUN/agent-east.log" &
+pids+=($!)
+./target/debug/metrics-agent run -c examples/global/west.yaml --token-file "$RUN/token" --listen 127.0.0.1:9923 \
+  --cluster west --summary-to http://127.0.0.1:9912 > /dev/null 2> "$RUN/agent-west.log" &
+pids+=($!)
+
+cat <<MSG
+
+infergate tier-2 demo is running
+  global router   http://127.0.0.1:8090   (admin 9911; summaries arrive on 9912)
+  east cluster    gateway 8080, pods 8001-8002, region us-east (local), 0.60 per 1M tokens
+  west cluster    gateway 8081, pods 8011-8012, region us-west, 0.40 per 1M tokens
+  rate limits     600 requests and 100,000 tokens per minute per tenant (Redis on 6390)
+  logs            $RUN/
+
+Try (x-infergate-decision shows the ranking, x-infergate-served-by the pod):
+  curl -si http://127.0.0.1:8090/v1/chat/completions -H 'content-type: application/json' \\
+    -H 'authorization: Bearer my-key' \\
+    -d '{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"Hello"}],"max_tokens":8}'
+  Add -H 'x-infergate-class: batch' to go to the cheapest cluster.
+  Make east busy and watch latency traffic move west:
+  for p in 8001 8002; do curl -s -XPOST http://127.0.0.1:\$p/admin/metrics -H 'content-type: application/json' \\
+    -d '{"waiting":40,"running":64,"kv_cache_usage":0.95}'; done
+
+Press Ctrl-C to stop.
+MSG
+
+wait -n "${pids[@]}" || true
+echo "a component exited; see $RUN/*.log" >&2
