@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
+.PHONY: bench-global help setup rust-targets envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -19,6 +19,7 @@ help:
 	@echo "make bench   the discrete-event benchmark, quick suite (minutes): every policy on every workload"
 	@echo "make bench-full  the same with the full sweeps"
 	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
+	@echo "make bench-global  tier 2: global router vs round robin across clusters vs none, two regions with a burst"
 	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
 	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
 	@echo "make fuzz    every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each"
@@ -115,6 +116,11 @@ bench: setup wasm build
 
 # The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
 # Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
+# Tier 2 in the discrete-event simulator: infergate's global router against round robin
+# across clusters and against no tier 2 (seconds).
+bench-global: build
+	cargo run --release --locked -p infergate-bench --bin global -- --out bench/results/global
+
 bench-agent: setup wasm
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/agent_scale --out bench/results/agent-scale

@@ -63,6 +63,12 @@ impl Queue {
 const DRAIN_LIMIT_S: f64 = 600.0;
 
 pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
+    let (outcomes, engines) = run_outcomes(scenario, policy);
+    RunResult::collect(&outcomes, &engines)
+}
+
+/// The same run, returning each request's outcome and the pods' final state.
+pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<RequestOutcome>, Vec<Engine>) {
     let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
     let mut engines: Vec<Engine> = (0..scenario.pods).map(|_| Engine::new(scenario.profile)).collect();
     let mut stepping = vec![false; scenario.pods];
@@ -97,14 +103,18 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
             }
             Event::Arrival(id) => {
                 let request = &scenario.requests[id];
-                let pod = policy.pick(&PickContext {
-                    id,
-                    request,
-                    now,
-                    engines: &engines,
-                    scrape: &scrape,
-                    in_flight: &in_flight,
-                });
+                let ctx = PickContext { id, request, now, engines: &engines, scrape: &scrape, in_flight: &in_flight };
+                if !policy.admit(&ctx) {
+                    outcomes[id].arrival = now;
+                    outcomes[id].shed = true;
+                    remaining -= 1;
+                    // A shed turn ends its conversation: the user got no answer to follow.
+                    for &(next, _) in followers.get(&id).map(Vec::as_slice).unwrap_or_default() {
+                        remaining -= skip_conversation(next, &followers, &mut outcomes);
+                    }
+                    continue;
+                }
+                let pod = policy.pick(&ctx);
                 let pod = pod.min(scenario.pods - 1);
                 outcomes[id].arrival = now;
                 outcomes[id].pod = pod;
@@ -158,7 +168,7 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
             }
         }
     }
-    RunResult::collect(&outcomes, &engines)
+    (outcomes, engines)
 }
 
 /// Marks a turn that would arrive after the end, and the turns after it, as not sent.

@@ -9,6 +9,7 @@ pub mod datapath;
 pub mod des;
 pub mod e2e;
 pub mod fleet;
+pub mod global;
 pub mod policies;
 pub mod report;
 pub mod request;

@@ -13,6 +13,8 @@ pub struct RequestOutcome {
     pub pod: usize,
     /// A conversation turn that would have arrived after the end: not sent, not counted.
     pub not_sent: bool,
+    /// Refused by the policy (a sheddable request with nowhere to go).
+    pub shed: bool,
 }
 
 /// Latency percentiles in milliseconds.
@@ -67,7 +69,7 @@ impl RunResult {
         let mut failed = 0;
         let mut tokens = 0u64;
         let (mut first, mut last) = (f64::INFINITY, 0.0f64);
-        let sent: Vec<&RequestOutcome> = outcomes.iter().filter(|o| !o.not_sent).collect();
+        let sent: Vec<&RequestOutcome> = outcomes.iter().filter(|o| !o.not_sent && !o.shed).collect();
         for o in sent.iter().copied() {
             let (Some(ft), Some(done)) = (o.first_token, o.finished) else {
                 failed += 1;

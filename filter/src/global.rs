@@ -41,6 +41,9 @@ pub struct GlobalShared {
     generation: Cell<u64>,
     /// The newest summary of each configured cluster, in config order.
     summaries: RefCell<Vec<Option<ClusterSummary>>>,
+    /// Requests this worker sent to each cluster since its summary and that have not
+    /// started answering: their prefill is not in the summary yet.
+    dispatched: RefCell<Vec<u32>>,
     metrics: GlobalMetrics,
     /// Requests whose first choice was each cluster.
     chosen: Vec<Metric>,
@@ -54,6 +57,14 @@ struct Metering {
     token: String,
     /// Usage reports waiting for the next tick, which sends them in one call.
     pending: RefCell<Vec<UsageReport>>,
+}
+
+/// Where a request was counted as backlog: its cluster and the summary it was sent
+/// under.
+#[derive(Clone, Copy)]
+struct Backlog {
+    cluster: usize,
+    summary: Option<u64>,
 }
 
 /// What a metered request remembers until its answer is complete.
@@ -87,6 +98,7 @@ impl GlobalShared {
         Self {
             metering,
             summaries: RefCell::new(vec![None; role.config.clusters.len()]),
+            dispatched: RefCell::new(vec![0; role.config.clusters.len()]),
             config: role.config,
             explain: role.explain,
             generation: Cell::new(u64::MAX),
@@ -102,19 +114,34 @@ impl GlobalShared {
             return;
         }
         self.generation.set(published);
-        if let Ok(mut loaded) = self.summaries.try_borrow_mut() {
-            for (slot, cluster) in loaded.iter_mut().zip(&self.config.clusters) {
-                // Only a summary that names this cluster counts for it.
-                *slot = summaries::load(&cluster.name).filter(|s| s.cluster == cluster.name);
+        let (Ok(mut loaded), Ok(mut dispatched)) = (self.summaries.try_borrow_mut(), self.dispatched.try_borrow_mut())
+        else {
+            return;
+        };
+        for ((slot, sent), cluster) in loaded.iter_mut().zip(dispatched.iter_mut()).zip(&self.config.clusters) {
+            // Only a summary that names this cluster counts for it.
+            let newest = summaries::load(&cluster.name).filter(|s| s.cluster == cluster.name);
+            if newest.as_ref().map(|s| s.sequence) != slot.as_ref().map(|s| s.sequence) {
+                *sent = 0;
             }
+            *slot = newest;
         }
     }
 
-    fn decide(&self, model: &str, class: RequestClass) -> Result<GlobalDecision, ApiError> {
+    fn decide(&self, model: &str, class: RequestClass) -> Result<(GlobalDecision, Option<Backlog>), ApiError> {
         self.refresh();
-        let loaded = self.summaries.try_borrow().map_err(|_| ApiError::no_ready_endpoint("(busy)", 1))?;
+        let busy = || ApiError::no_ready_endpoint("(busy)", 1);
+        let loaded = self.summaries.try_borrow().map_err(|_| busy())?;
+        let mut dispatched = self.dispatched.try_borrow_mut().map_err(|_| busy())?;
         let refs: Vec<Option<&ClusterSummary>> = loaded.iter().map(Option::as_ref).collect();
-        rank_clusters(&self.config, &refs, model, class, host::now_unix_ms())
+        let decision = rank_clusters(&self.config, &refs, &dispatched, model, class, host::now_unix_ms())?;
+        let backlog = decision.chosen().and_then(|first| {
+            let index = self.config.clusters.iter().position(|c| c.name == first.cluster)?;
+            let sent = dispatched.get_mut(index)?;
+            *sent = sent.saturating_add(1);
+            Some(Backlog { cluster: index, summary: loaded.get(index)?.as_ref().map(|s| s.sequence) })
+        });
+        Ok((decision, backlog))
     }
 
     /// Sends the usage reports gathered since the last tick, in one call.
@@ -135,6 +162,20 @@ impl GlobalShared {
                 if pending.len() > MAX_PENDING_REPORTS {
                     pending.clear();
                 }
+            }
+        }
+    }
+
+    /// A request started answering: it leaves the backlog, unless a newer summary,
+    /// which counts it, already reset that.
+    fn answered(&self, backlog: Backlog) {
+        let (Ok(loaded), Ok(mut dispatched)) = (self.summaries.try_borrow(), self.dispatched.try_borrow_mut()) else {
+            return;
+        };
+        let current = loaded.get(backlog.cluster).and_then(|s| s.as_ref().map(|s| s.sequence));
+        if current == backlog.summary {
+            if let Some(sent) = dispatched.get_mut(backlog.cluster) {
+                *sent = sent.saturating_sub(1);
             }
         }
     }
@@ -164,12 +205,13 @@ pub struct GlobalHttp {
     explanation: Option<String>,
     tenant: Option<String>,
     metered: Option<Metered>,
+    backlog: Option<Backlog>,
 }
 
 impl GlobalHttp {
     pub fn new(shared: Rc<GlobalShared>) -> Self {
         let class = shared.config.global.default_class;
-        Self { shared, class, explanation: None, tenant: None, metered: None }
+        Self { shared, class, explanation: None, tenant: None, metered: None, backlog: None }
     }
 
     /// The answer is complete: its usage, if it reported one, corrects the charge.
@@ -193,7 +235,8 @@ impl GlobalHttp {
 
     fn route(&mut self, body: &[u8]) -> Result<(), ApiError> {
         let request = parse_request(body)?;
-        let decision = self.shared.decide(&request.model, self.class)?;
+        let (decision, backlog) = self.shared.decide(&request.model, self.class)?;
+        self.backlog = backlog;
         let headers = host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header()))
             .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)))
             .and_then(|()| host::set_request_header(CLUSTER_HEADER, decision.chosen().map(|c| c.cluster.as_str())));
@@ -275,6 +318,9 @@ impl HttpContext for GlobalHttp {
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        if let Some(backlog) = self.backlog.take() {
+            self.shared.answered(backlog);
+        }
         if let Some(explanation) = &self.explanation {
             let _ = host::set_response_header(DECISION_HEADER, explanation);
         }
@@ -307,5 +353,12 @@ impl HttpContext for GlobalHttp {
             self.finish_metering();
         }
         Action::Continue
+    }
+
+    fn on_log(&mut self) {
+        // No answer came (a reset, a timeout): leave the backlog all the same.
+        if let Some(backlog) = self.backlog.take() {
+            self.shared.answered(backlog);
+        }
     }
 }

@@ -15,6 +15,9 @@ use crate::artifacts;
 use crate::client::{Reply, chat_body, read_reply};
 use crate::stack::{Stack, TOKEN, free_port, loopback};
 
+/// The round trip the global router adds for the other region (loopback has none).
+const CROSS_REGION_RTT_MS: f64 = 60.0;
+
 /// A cluster behind the global router: its name, region and cost per million tokens.
 pub struct ClusterSpec {
     pub name: &'static str,
@@ -60,6 +63,7 @@ impl GlobalRouter {
                 summary_max_age_ms,
                 default_class: RequestClass::Latency,
                 targets: ClassTargets { latency_ttft_ms: 500.0, batch_ttft_ms: 30_000.0 },
+                cross_region_rtt_ms: CROSS_REGION_RTT_MS,
             },
             clusters: clusters
                 .iter()

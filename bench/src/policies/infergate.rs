@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use infergate_core::ApiError;
+use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{LocalLedger, Router};
@@ -31,6 +33,24 @@ impl Infergate {
     }
 }
 
+impl Infergate {
+    /// The pod index the router chose, or its refusal (a sheddable request to a
+    /// saturated pool); the global benchmark asks clusters in turn.
+    pub fn route(&mut self, ctx: &PickContext<'_>, criticality: Option<Criticality>) -> Result<usize, ApiError> {
+        let request = InferenceRequest {
+            model: ctx.request.model.clone(),
+            stream: true,
+            prompt: ctx.request.prompt.clone(),
+            max_tokens: Some(ctx.request.output_tokens),
+            criticality,
+        };
+        let decision = self.router.route(&request, ms(ctx.now), &mut self.ledger)?;
+        let endpoint = decision.chosen.endpoint;
+        self.routed.insert(ctx.id, (endpoint, decision.prefix_hashes, decision.pending_prefill_tokens));
+        Ok(self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0))
+    }
+}
+
 fn ms(seconds: f64) -> u64 {
     (seconds * 1000.0).max(0.0) as u64
 }
@@ -45,21 +65,7 @@ impl Policy for Infergate {
     }
 
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
-        let request = InferenceRequest {
-            model: ctx.request.model.clone(),
-            stream: true,
-            prompt: ctx.request.prompt.clone(),
-            max_tokens: Some(ctx.request.output_tokens),
-            criticality: None,
-        };
-        match self.router.route(&request, ms(ctx.now), &mut self.ledger) {
-            Ok(decision) => {
-                let endpoint = decision.chosen.endpoint;
-                self.routed.insert(ctx.id, (endpoint, decision.prefix_hashes, decision.pending_prefill_tokens));
-                self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0)
-            }
-            Err(_) => 0,
-        }
+        self.route(ctx, None).unwrap_or(0)
     }
 
     fn on_first_token(&mut self, id: usize, pod: usize, _request: &BenchRequest) {

@@ -42,6 +42,11 @@ pub struct PickContext<'a> {
 
 pub trait Policy: Send {
     fn name(&self) -> &'static str;
+    /// Whether the request is served at all; a policy that sheds says no here, and the
+    /// request is counted as shed (it never reaches a pod).
+    fn admit(&mut self, _ctx: &PickContext<'_>) -> bool {
+        true
+    }
     /// The pod index for the request.
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize;
     /// A new scrape of every pod is available.

@@ -82,8 +82,8 @@ pub struct ModelLimits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GlobalSettings {
-    /// The region this router serves first: latency-class requests stay in it while it
-    /// meets their target.
+    /// The region this router is in: its clusters have no round trip to pay, come first
+    /// among equally cheap ones, and are tried first when no cluster meets the target.
     pub local_region: String,
     /// A cluster whose newest summary is older than this is drained. Two summary
     /// intervals: one lost summary is tolerated, two are not.
@@ -94,22 +94,31 @@ pub struct GlobalSettings {
     pub default_class: RequestClass,
     #[serde(default)]
     pub targets: ClassTargets,
+    /// The round trip to another region's cluster, added to its predicted time to first
+    /// token before it is compared with the target or with a local cluster.
+    #[serde(default = "GlobalSettings::default_cross_region_rtt_ms")]
+    pub cross_region_rtt_ms: f64,
 }
 
 impl GlobalSettings {
     fn default_summary_max_age_ms() -> u64 {
         2_000
     }
+    fn default_cross_region_rtt_ms() -> f64 {
+        60.0
+    }
 }
 
-/// What a request is willing to wait for its first token.
+/// What a request is willing to wait for its first token: the class sets the target
+/// that the cheapest cluster must meet.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestClass {
-    /// Interactive: local region first, then the cheapest cluster meeting the target.
+    /// Interactive: a short target (`targets.latency_ttft_ms`).
     #[default]
     Latency,
-    /// Offline: the cheapest cluster meeting the target, in any region.
+    /// Offline: a long target (`targets.batch_ttft_ms`), so cheap clusters qualify
+    /// even when busy.
     Batch,
 }
 
@@ -191,6 +200,13 @@ impl GlobalRouterConfig {
         }
         if self.global.summary_max_age_ms < 10 {
             return Err(ConfigError::at(&global.key("summary_max_age_ms"), "must be at least 10"));
+        }
+        let rtt = self.global.cross_region_rtt_ms;
+        if !(rtt.is_finite() && rtt >= 0.0) {
+            return Err(ConfigError::at(
+                &global.key("cross_region_rtt_ms"),
+                format!("must be a non-negative number, got {rtt}"),
+            ));
         }
         let targets = global.key("targets");
         for (name, value) in [

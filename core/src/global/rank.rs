@@ -1,8 +1,9 @@
-//! Ranking clusters for one request. Clusters that meet the request's class target
-//! come first: for latency, the local region's, then the cheapest; for batch, the
-//! cheapest anywhere. Then clusters that miss the target, soonest first. Clusters
-//! without a fresh, healthy summary come last: they get a request only when every
-//! better cluster has failed it, which is how a dead or silent cluster is drained.
+//! Ranking clusters for one request. A cluster's predicted time to first token is its
+//! summary's, plus the round trip when it is in another region. Clusters that meet the
+//! request's class target come first, cheapest first (the local region breaks ties).
+//! Then clusters that miss it, soonest first. Clusters without a fresh, healthy summary
+//! come last, local region first: they get a request only when every better cluster
+//! has failed it, which is how a dead or silent cluster is drained.
 
 use std::cmp::Ordering;
 
@@ -14,7 +15,8 @@ use crate::endpoint::Endpoint;
 /// What the global router knows of a cluster, for this request's model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ClusterState {
-    /// Fresh, healthy, with ready pods: `predicted_ttft_ms` is its estimate.
+    /// Fresh, healthy, with ready pods: `predicted_ttft_ms` is its estimate, with the
+    /// round trip if it is in another region.
     Ready { predicted_ttft_ms: f64 },
     /// Ready pods, but none for now (all busy or starting).
     NoCapacity,
@@ -83,7 +85,13 @@ impl GlobalDecision {
     }
 }
 
-fn state_of(summary: Option<&ClusterSummary>, model: &str, max_age_ms: u64, now_ms: u64) -> Option<ClusterState> {
+fn state_of(
+    summary: Option<&ClusterSummary>,
+    dispatched: u32,
+    model: &str,
+    max_age_ms: u64,
+    now_ms: u64,
+) -> Option<ClusterState> {
     let Some(summary) = summary else { return Some(ClusterState::NoSummary) };
     if now_ms.saturating_sub(summary.created_at_ms) > max_age_ms {
         return Some(ClusterState::Stale);
@@ -96,14 +104,19 @@ fn state_of(summary: Option<&ClusterSummary>, model: &str, max_age_ms: u64, now_
     if served.ready_pods == 0 {
         return Some(ClusterState::NoCapacity);
     }
-    Some(ClusterState::Ready { predicted_ttft_ms: served.predicted_ttft_ms })
+    // What this router sent since the summary is not in it yet: each such request
+    // waits behind the others' prefills, spread over the ready pods.
+    let backlog_ms = f64::from(dispatched) * served.prefill_ms / f64::from(served.ready_pods);
+    Some(ClusterState::Ready { predicted_ttft_ms: served.predicted_ttft_ms + backlog_ms })
 }
 
 /// Ranks the configured clusters for a request for `model`; `summaries[i]` is the
-/// newest summary of `config.clusters[i]`, if any.
+/// newest summary of `config.clusters[i]`, if any, and `dispatched[i]` the requests
+/// this router sent there since that summary.
 pub fn rank_clusters(
     config: &GlobalRouterConfig,
     summaries: &[Option<&ClusterSummary>],
+    dispatched: &[u32],
     model: &str,
     class: RequestClass,
     now_ms: u64,
@@ -115,7 +128,14 @@ pub fn rank_clusters(
         .enumerate()
         .filter_map(|(index, cluster)| {
             let summary = summaries.get(index).copied().flatten();
-            let state = state_of(summary, model, config.global.summary_max_age_ms, now_ms)?;
+            let local = cluster.region == config.global.local_region;
+            let sent = dispatched.get(index).copied().unwrap_or(0);
+            let mut state = state_of(summary, sent, model, config.global.summary_max_age_ms, now_ms)?;
+            if let ClusterState::Ready { predicted_ttft_ms } = &mut state {
+                if !local {
+                    *predicted_ttft_ms += config.global.cross_region_rtt_ms;
+                }
+            }
             let meets_target =
                 matches!(state, ClusterState::Ready { predicted_ttft_ms } if predicted_ttft_ms <= target);
             Some(ClusterChoice {
@@ -123,7 +143,7 @@ pub fn rank_clusters(
                 gateway: cluster.gateway,
                 state,
                 meets_target,
-                local: cluster.region == config.global.local_region,
+                local,
                 cost_per_million_tokens: cluster.cost_per_million_tokens,
             })
         })
@@ -131,7 +151,7 @@ pub fn rank_clusters(
     if ranked.is_empty() {
         return Err(ApiError::model_not_found(model));
     }
-    ranked.sort_by(|a, b| compare(a, b, class));
+    ranked.sort_by(compare);
     Ok(GlobalDecision { class, target_ttft_ms: target, ranked })
 }
 
@@ -154,15 +174,14 @@ fn ttft(choice: &ClusterChoice) -> f64 {
 }
 
 /// Sorting is stable, so equal clusters keep the config's order.
-fn compare(a: &ClusterChoice, b: &ClusterChoice, class: RequestClass) -> Ordering {
+fn compare(a: &ClusterChoice, b: &ClusterChoice) -> Ordering {
     let by_group = group(a).cmp(&group(b));
     let local_first = b.local.cmp(&a.local);
     let cheaper = a.cost_per_million_tokens.total_cmp(&b.cost_per_million_tokens);
     let sooner = ttft(a).total_cmp(&ttft(b));
-    let within = match (group(a), class) {
-        (0, RequestClass::Latency) => local_first.then(cheaper).then(sooner),
-        (0, RequestClass::Batch) => cheaper.then(local_first).then(sooner),
-        (1, _) => sooner.then(local_first),
+    let within = match group(a) {
+        0 => cheaper.then(local_first).then(sooner),
+        1 => sooner.then(local_first),
         _ => local_first.then(cheaper),
     };
     by_group.then(within)

@@ -47,7 +47,7 @@ pub fn summarize(
                 max_tokens: None,
                 criticality: None,
             };
-            let predicted = router.route(&request, now_ms, &mut LocalLedger::default()).map(|d| d.chosen.ttft.ttft_ms);
+            let predicted = router.route(&request, now_ms, &mut LocalLedger::default()).map(|d| d.chosen.ttft);
             let ready = if pods.is_empty() { 0 } else { u32::try_from(pods.len()).unwrap_or(u32::MAX) };
             ModelSummary {
                 model: model.name.clone(),
@@ -55,7 +55,8 @@ pub fn summarize(
                 waiting,
                 running,
                 kv_cache_usage: if pods.is_empty() { 0.0 } else { kv / pods.len() as f64 },
-                predicted_ttft_ms: predicted.ok().filter(|t| t.is_finite() && *t >= 0.0).unwrap_or(0.0),
+                predicted_ttft_ms: predicted.as_ref().map_or(0.0, |t| finite(t.ttft_ms)),
+                prefill_ms: predicted.as_ref().map_or(0.0, |t| finite(t.prefill_ms)),
             }
         })
         .collect();
@@ -67,4 +68,8 @@ pub fn summarize(
         gateway_healthy,
         models,
     }
+}
+
+fn finite(ms: f64) -> f64 {
+    if ms.is_finite() && ms >= 0.0 { ms } else { 0.0 }
 }

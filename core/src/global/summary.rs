@@ -38,6 +38,10 @@ pub struct ModelSummary {
     /// The tier-1 router's predicted time to first token of a typical request on the
     /// pool's best pod, in ms.
     pub predicted_ttft_ms: f64,
+    /// That request's prefill time alone, in ms: what each further request sent before
+    /// the next summary adds, spread over the ready pods.
+    #[serde(default)]
+    pub prefill_ms: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +81,8 @@ impl ClusterSummary {
             return Err(SummaryError::TooManyModels { count: summary.models.len() });
         }
         for model in &summary.models {
-            let numbers = [model.waiting, model.running, model.kv_cache_usage, model.predicted_ttft_ms];
+            let numbers =
+                [model.waiting, model.running, model.kv_cache_usage, model.predicted_ttft_ms, model.prefill_ms];
             if numbers.iter().any(|n| !n.is_finite() || *n < 0.0) {
                 return Err(SummaryError::BadNumber { model: model.model.clone() });
             }

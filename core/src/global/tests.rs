@@ -19,6 +19,7 @@ fn config() -> GlobalRouterConfig {
             summary_max_age_ms: 2_000,
             default_class: RequestClass::Latency,
             targets: ClassTargets { latency_ttft_ms: 500.0, batch_ttft_ms: 30_000.0 },
+            cross_region_rtt_ms: 60.0,
         },
         clusters: vec![
             cluster("east-a", "east", 9001, 4.0),
@@ -43,6 +44,7 @@ fn summary(cluster: &str, at_ms: u64, ttft_ms: f64) -> ClusterSummary {
             running: 1.0,
             kv_cache_usage: 0.1,
             predicted_ttft_ms: ttft_ms,
+            prefill_ms: 40.0,
         }],
     }
 }
@@ -54,29 +56,55 @@ fn names(decision: &GlobalDecision) -> Vec<&str> {
 const NOW: u64 = 1_000_000;
 
 #[test]
-fn latency_stays_local_and_cheapest_among_those_meeting_the_target() {
+fn the_cheapest_cluster_meeting_the_target_comes_first_and_the_local_region_breaks_ties() {
     let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 200.0), summary("west", NOW, 50.0)];
     let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
-    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
-    assert_eq!(names(&decision), ["east-b", "east-a", "west"]);
-    assert_eq!(decision.endpoint_header(), "127.0.0.1:9002,127.0.0.1:9001,127.0.0.1:9003");
-}
-
-#[test]
-fn batch_goes_to_the_cheapest_cluster_in_any_region() {
-    let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 200.0), summary("west", NOW, 5_000.0)];
-    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
-    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Batch, NOW).unwrap();
+    let decision = rank_clusters(&config(), &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
     assert_eq!(names(&decision), ["west", "east-b", "east-a"]);
+    assert_eq!(decision.endpoint_header(), "127.0.0.1:9003,127.0.0.1:9002,127.0.0.1:9001");
+    // West pays the round trip: 50 + 60 ms.
+    assert_eq!(decision.ranked[0].state, ClusterState::Ready { predicted_ttft_ms: 110.0 });
+
+    let mut equal = config();
+    equal.clusters[2].cost_per_million_tokens = 2.0;
+    let decision = rank_clusters(&equal, &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["east-b", "west", "east-a"], "equal cost: the local cluster first");
 }
 
 #[test]
-fn a_local_burst_spills_to_the_region_that_meets_the_target() {
+fn the_round_trip_can_make_a_remote_cluster_miss_the_latency_target_but_not_the_batch_one() {
+    let summaries = [summary("east-a", NOW, 300.0), summary("east-b", NOW, 400.0), summary("west", NOW, 460.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    // 460 + 60 > 500: west misses the latency target, and the dearer local clusters win.
+    let latency = rank_clusters(&config(), &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&latency), ["east-b", "east-a", "west"]);
+    let batch = rank_clusters(&config(), &refs, &[], "m", RequestClass::Batch, NOW).unwrap();
+    assert_eq!(names(&batch), ["west", "east-b", "east-a"]);
+}
+
+#[test]
+fn a_burst_moves_latency_traffic_to_clusters_that_still_meet_the_target() {
     let summaries = [summary("east-a", NOW, 2_000.0), summary("east-b", NOW, 900.0), summary("west", NOW, 120.0)];
     let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
-    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
-    // West meets the target; the busy local clusters follow, soonest first.
+    let decision = rank_clusters(&config(), &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
     assert_eq!(names(&decision), ["west", "east-b", "east-a"]);
+    // When none meets it, the soonest first.
+    let summaries = [summary("east-a", NOW, 2_000.0), summary("east-b", NOW, 900.0), summary("west", NOW, 950.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    let decision = rank_clusters(&config(), &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(names(&decision), ["east-b", "west", "east-a"]);
+}
+
+#[test]
+fn requests_sent_since_the_summary_count_against_a_cluster_until_the_next() {
+    let summaries = [summary("east-a", NOW, 400.0), summary("east-b", NOW, 400.0), summary("west", NOW, 100.0)];
+    let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
+    // West: 100 + 60 ms, then 40 ms of prefill per 4 pods for each request sent since.
+    let fresh = rank_clusters(&config(), &refs, &[0, 0, 0], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(fresh.ranked[0].cluster, "west");
+    let herded = rank_clusters(&config(), &refs, &[0, 0, 40], "m", RequestClass::Latency, NOW).unwrap();
+    assert_eq!(herded.ranked[2].state, ClusterState::Ready { predicted_ttft_ms: 560.0 });
+    assert_eq!(names(&herded), ["east-b", "east-a", "west"], "west no longer meets the target");
 }
 
 #[test]
@@ -86,15 +114,16 @@ fn stale_and_down_clusters_are_drained_to_the_end_of_the_list() {
     let stale = summary("east-a", NOW - 2_001, 10.0);
     let west = summary("west", NOW - 1_999, 300.0);
     let decision =
-        rank_clusters(&config(), &[Some(&stale), Some(&down), Some(&west)], "m", RequestClass::Latency, NOW).unwrap();
+        rank_clusters(&config(), &[Some(&stale), Some(&down), Some(&west)], &[], "m", RequestClass::Latency, NOW)
+            .unwrap();
     assert_eq!(names(&decision), ["west", "east-a", "east-b"]);
     assert_eq!(decision.ranked[1].state, ClusterState::Stale);
     assert_eq!(decision.ranked[2].state, ClusterState::GatewayDown);
 }
 
 #[test]
-fn with_no_summaries_yet_every_cluster_is_tried_local_and_cheap_first() {
-    let decision = rank_clusters(&config(), &[None, None, None], "m", RequestClass::Latency, NOW).unwrap();
+fn with_no_summaries_yet_every_cluster_is_tried_local_region_first() {
+    let decision = rank_clusters(&config(), &[None, None, None], &[], "m", RequestClass::Latency, NOW).unwrap();
     assert_eq!(names(&decision), ["east-b", "east-a", "west"]);
 }
 
@@ -102,14 +131,14 @@ fn with_no_summaries_yet_every_cluster_is_tried_local_and_cheap_first() {
 fn a_model_no_fresh_summary_lists_is_not_found_and_others_skip_clusters_without_it() {
     let summaries = [summary("east-a", NOW, 100.0), summary("east-b", NOW, 100.0), summary("west", NOW, 100.0)];
     let refs: Vec<Option<&ClusterSummary>> = summaries.iter().map(Some).collect();
-    let error = rank_clusters(&config(), &refs, "other", RequestClass::Latency, NOW).unwrap_err();
+    let error = rank_clusters(&config(), &refs, &[], "other", RequestClass::Latency, NOW).unwrap_err();
     assert_eq!((error.status, error.code), (404, "model_not_found"));
 
     let mut only_west = summaries.clone();
     only_west[0].models.clear();
     only_west[1].models.clear();
     let refs: Vec<Option<&ClusterSummary>> = only_west.iter().map(Some).collect();
-    let decision = rank_clusters(&config(), &refs, "m", RequestClass::Latency, NOW).unwrap();
+    let decision = rank_clusters(&config(), &refs, &[], "m", RequestClass::Latency, NOW).unwrap();
     assert_eq!(names(&decision), ["west"]);
 }
 
