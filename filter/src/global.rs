@@ -187,7 +187,7 @@ impl GlobalShared {
         let mut served: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         let Ok(loaded) = self.summaries.try_borrow() else { return Vec::new() };
         for summary in loaded.iter().flatten() {
-            if now_ms.saturating_sub(summary.created_at_ms) > self.config.global.summary_max_age_ms {
+            if summary.is_stale(now_ms, self.config.global.summary_max_age_ms) {
                 continue;
             }
             for model in &summary.models {

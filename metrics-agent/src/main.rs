@@ -199,7 +199,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             let pusher =
                 Pusher::new(client.clone(), args.summary_to.clone(), SUMMARY_PATH, summary_token, push_timeout);
             tracing::info!(%cluster, targets = ?pusher.targets(), "sending this cluster's summaries to the global routers");
-            Some(SummarySender { cluster: cluster.clone(), pusher })
+            Some(SummarySender { cluster: cluster.clone(), pusher, interval_ms: initial.agent.scrape_interval_ms })
         }
         None => None,
     };
@@ -376,11 +376,14 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
 struct SummarySender {
     cluster: String,
     pusher: Pusher,
+    /// The scrape interval: a summary goes out after each round.
+    interval_ms: u64,
 }
 
 impl SummarySender {
     async fn send(&mut self, snapshot: &Snapshot, gateway_healthy: bool, telemetry: &Telemetry) {
-        let summary = summarize(snapshot, &self.cluster, snapshot.sequence, gateway_healthy, unix_ms());
+        let summary =
+            summarize(snapshot, &self.cluster, snapshot.sequence, gateway_healthy, unix_ms(), self.interval_ms);
         let bytes = match summary.encode() {
             Ok(bytes) => bytes,
             Err(e) => {

@@ -90,7 +90,7 @@ async fn the_cheapest_cluster_meeting_each_class_target_serves_and_slow_or_silen
     regions.wait_for("latency traffic to return", None, "east").await;
 
     // East's agent dies: its summary goes stale, and its traffic moves west once the
-    // summary is older than summary_max_age_ms.
+    // summary is two of the agent's intervals (50 ms each) old.
     let mut regions = regions;
     regions.east.kill_agent();
     let silenced = Instant::now();

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use infergate_core::global::metering::tenant_id;
+use infergate_core::global::metering::{answer_tokens, stream_chunk_tokens, tenant_id};
+use infergate_core::request::parse_request;
 use infergate_e2e::global_router::{ClusterSpec, GlobalRouter, Process, rate_limits, start_redis};
 use infergate_e2e::{Stack, StackSpec, chat_body};
 use infergate_ratelimit::charge::{Kind, counter_key};
@@ -102,27 +103,29 @@ async fn the_admission_estimate_is_corrected_by_the_answers_usage_streamed_or_no
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
+        let charged = parse_request(body.to_string().as_bytes()).unwrap().prompt_tokens();
         let reply = limited.replicas[0].post(&body, &[("authorization", key)]).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
+        let used =
+            if streamed { stream_chunk_tokens(reply.body.as_bytes()) } else { answer_tokens(reply.body.as_bytes()) }
+                .expect("the simulator reports usage");
+        assert!(used > u64::from(charged), "used {used}, charged {charged}: the test needs them to differ");
+        // Admission charged the estimate; within a few flushes (200 ms each) the
+        // answer's usage replaces it: the counter ends at what the answer used.
         let counter = counter_key(Kind::Tokens, &tenant_id(Some(key)), "m", window);
-        let charged = redis_get(limited.redis_port, &counter);
-        assert!(charged > 50, "admission charged {charged}");
-        // Within a few flushes (200 ms each), the answer's usage replaces the estimate:
-        // the prompt plus the 50 completion tokens the simulator produced.
-        let mut reconciled = charged;
+        let mut counted = 0;
         for _ in 0..50 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            reconciled = redis_get(limited.redis_port, &counter);
-            if reconciled != charged {
+            counted = redis_get(limited.redis_port, &counter);
+            if counted == i64::try_from(used).unwrap() {
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert_ne!(
-            reconciled,
-            charged,
-            "usage of the {} answer was never reported",
-            if streamed { "streamed" } else { "whole" }
+        let kind = if streamed { "streamed" } else { "whole" };
+        assert_eq!(
+            counted,
+            i64::try_from(used).unwrap(),
+            "the {kind} answer used {used} tokens; {charged} were charged"
         );
-        assert!(reconciled >= 50, "reconciled to {reconciled}");
     }
 }

@@ -10,7 +10,7 @@ use infergate_core::global::{
 use infergate_core::snapshot::Snapshot;
 
 use super::workload::{Region, Tags};
-use crate::fleet::{FleetConfig, ScrapeView, pod_endpoint};
+use crate::fleet::{FleetConfig, SCRAPE_INTERVAL_S, ScrapeView, pod_endpoint};
 use crate::policies::{Infergate, PickContext, Policy};
 use crate::request::BenchRequest;
 
@@ -226,7 +226,9 @@ impl Policy for GlobalLayer {
         self.summaries = views
             .iter()
             .enumerate()
-            .map(|(c, view)| Some(summarize(&view.snapshot, NAMES[c], self.sequence, true, ms(now))))
+            .map(|(c, view)| {
+                Some(summarize(&view.snapshot, NAMES[c], self.sequence, true, ms(now), ms(SCRAPE_INTERVAL_S)))
+            })
             .collect();
         self.dispatched = vec![0, 0];
     }

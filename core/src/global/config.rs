@@ -85,8 +85,9 @@ pub struct GlobalSettings {
     /// The region this router is in: its clusters have no round trip to pay, come first
     /// among equally cheap ones, and are tried first when no cluster meets the target.
     pub local_region: String,
-    /// A cluster whose newest summary is older than this is drained. Two summary
-    /// intervals: one lost summary is tolerated, two are not.
+    /// A cluster whose newest summary is two of its agent's intervals old is drained
+    /// (the summary says its interval); this caps that wait, and is the limit for a
+    /// summary that does not say.
     #[serde(default = "GlobalSettings::default_summary_max_age_ms")]
     pub summary_max_age_ms: u64,
     /// The class of a request without `x-infergate-class`.

@@ -20,7 +20,7 @@ pub enum ClusterState {
     Ready { predicted_ttft_ms: f64 },
     /// Ready pods, but none for now (all busy or starting).
     NoCapacity,
-    /// Its agent has not been heard from within `summary_max_age_ms`.
+    /// Its newest summary is two of its agent's intervals old (or `summary_max_age_ms`).
     Stale,
     /// No summary since this router started.
     NoSummary,
@@ -93,7 +93,7 @@ fn state_of(
     now_ms: u64,
 ) -> Option<ClusterState> {
     let Some(summary) = summary else { return Some(ClusterState::NoSummary) };
-    if now_ms.saturating_sub(summary.created_at_ms) > max_age_ms {
+    if summary.is_stale(now_ms, max_age_ms) {
         return Some(ClusterState::Stale);
     }
     if !summary.gateway_healthy {

@@ -7,14 +7,15 @@ use crate::request::InferenceRequest;
 use crate::router::{LocalLedger, Router};
 use crate::snapshot::{PodState, Snapshot};
 
-/// What a cluster's agent sends: `gateway_healthy` says whether its last push to its
-/// own gateway was accepted.
+/// What a cluster's agent sends every `interval_ms`: `gateway_healthy` says whether its
+/// last push to its own gateway was accepted.
 pub fn summarize(
     snapshot: &Snapshot,
     cluster: &str,
     sequence: u64,
     gateway_healthy: bool,
     now_ms: u64,
+    interval_ms: u64,
 ) -> ClusterSummary {
     let settings = &snapshot.routing.settings;
     let mut router = Router::new(snapshot.routing.clone(), sequence);
@@ -65,6 +66,7 @@ pub fn summarize(
         cluster: cluster.to_string(),
         sequence,
         created_at_ms: now_ms,
+        interval_ms,
         gateway_healthy,
         models,
     }

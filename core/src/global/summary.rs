@@ -18,6 +18,9 @@ pub struct ClusterSummary {
     pub sequence: u64,
     /// Unix ms when the agent built it.
     pub created_at_ms: u64,
+    /// How often the agent sends one, ms: a summary two intervals old is stale.
+    #[serde(default)]
+    pub interval_ms: u64,
     /// False when the agent's last push to its own gateway failed: the cluster's
     /// pods may be fine, but nothing reaches them.
     pub gateway_healthy: bool,
@@ -61,6 +64,16 @@ pub enum SummaryError {
 }
 
 impl ClusterSummary {
+    /// Older than two of its agent's intervals, or than `max_age_ms` if sooner: two
+    /// summaries in a row went missing, so the cluster (or the way to it) is in doubt.
+    pub fn is_stale(&self, now_ms: u64, max_age_ms: u64) -> bool {
+        let limit = match self.interval_ms {
+            0 => max_age_ms,
+            interval => interval.saturating_mul(2).min(max_age_ms),
+        };
+        now_ms.saturating_sub(self.created_at_ms) > limit
+    }
+
     pub fn encode(&self) -> Result<Vec<u8>, rmp_serde::encode::Error> {
         rmp_serde::to_vec_named(self)
     }

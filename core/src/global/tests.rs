@@ -36,6 +36,7 @@ fn summary(cluster: &str, at_ms: u64, ttft_ms: f64) -> ClusterSummary {
         cluster: cluster.into(),
         sequence: 1,
         created_at_ms: at_ms,
+        interval_ms: 0,
         gateway_healthy: true,
         models: vec![ModelSummary {
             model: "m".into(),
@@ -119,6 +120,19 @@ fn stale_and_down_clusters_are_drained_to_the_end_of_the_list() {
     assert_eq!(names(&decision), ["west", "east-a", "east-b"]);
     assert_eq!(decision.ranked[1].state, ClusterState::Stale);
     assert_eq!(decision.ranked[2].state, ClusterState::GatewayDown);
+}
+
+#[test]
+fn a_summary_is_stale_after_two_of_its_agents_intervals_or_the_cap() {
+    let mut fresh = summary("west", NOW - 150, 100.0);
+    fresh.interval_ms = 100;
+    assert!(!fresh.is_stale(NOW, 2_000));
+    fresh.created_at_ms = NOW - 201;
+    assert!(fresh.is_stale(NOW, 2_000), "two intervals of 100 ms went by");
+    fresh.interval_ms = 5_000;
+    assert!(!fresh.is_stale(NOW, 2_000));
+    fresh.created_at_ms = NOW - 2_001;
+    assert!(fresh.is_stale(NOW, 2_000), "capped by summary_max_age_ms");
 }
 
 #[test]
@@ -210,13 +224,13 @@ mod summarizing {
 
     #[test]
     fn a_summary_counts_fresh_pods_and_predicts_more_wait_for_a_busier_cluster() {
-        let idle = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 10_000)]), "east", 7, true, 10_000);
+        let idle = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 10_000)]), "east", 7, true, 10_000, 100);
         assert_eq!((idle.cluster.as_str(), idle.sequence, idle.gateway_healthy), ("east", 7, true));
         let model = &idle.models[0];
         assert_eq!((model.model.as_str(), model.ready_pods, model.running), ("m", 2, 16.0));
         assert!((model.kv_cache_usage - 0.5).abs() < 1e-9);
 
-        let busy = summarize(&snapshot(vec![pod(1, 30.0, 10_000), pod(2, 30.0, 10_000)]), "east", 8, true, 10_000);
+        let busy = summarize(&snapshot(vec![pod(1, 30.0, 10_000), pod(2, 30.0, 10_000)]), "east", 8, true, 10_000, 100);
         assert!(
             busy.models[0].predicted_ttft_ms > model.predicted_ttft_ms,
             "busy {} vs idle {}",
@@ -225,7 +239,7 @@ mod summarizing {
         );
 
         // A pod whose signals are older than signal_max_age_ms does not count.
-        let stale = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 1_000)]), "east", 9, true, 10_000);
+        let stale = summarize(&snapshot(vec![pod(1, 0.0, 10_000), pod(2, 0.0, 1_000)]), "east", 9, true, 10_000, 100);
         assert_eq!(stale.models[0].ready_pods, 1);
     }
 }
