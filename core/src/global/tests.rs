@@ -170,6 +170,13 @@ fn summaries_round_trip_and_garbage_is_refused_precisely() {
     assert!(matches!(ClusterSummary::decode(&vec![0u8; MAX_SUMMARY_BYTES + 1]), Err(SummaryError::TooLarge { .. })));
 }
 
+#[test]
+fn the_fuzz_seed_summary_decodes() {
+    let seed = include_bytes!("../../../fuzz/seeds/snapshot_decode/summary.msgpack");
+    let summary = ClusterSummary::decode(seed).unwrap();
+    assert_eq!((summary.cluster.as_str(), summary.interval_ms, summary.models.len()), ("east", 100, 1));
+}
+
 #[cfg(feature = "yaml")]
 #[test]
 fn the_global_config_reports_errors_with_their_line() {
