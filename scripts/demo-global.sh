@@ -8,31 +8,12 @@ cd "$(dirname "$0")/.."
 GLOBAL=examples/infergate-global.yaml
 RUN=.run/global
 mkdir -p "$RUN"
-shopt -s nullglob
-envoys=(.venv/lib/python*/site-packages/envoy/_bin/envoy)
-ENVOY=${envoys[0]:-}
-if [[ -z "$ENVOY" ]]; then
-  echo "Envoy is not installed in .venv; run 'make setup'." >&2
-  exit 1
-fi
-
-umask 077
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
-umask 022
+# shellcheck source=scripts/demo-lib.sh
+source scripts/demo-lib.sh
+find_envoy
+new_token "$RUN/token"
 TOKEN=$(cat "$RUN/token")
 WASM=target/wasm32-wasip1/wasm/infergate_filter.wasm
-
-pids=()
-stop() {
-  trap - INT TERM EXIT
-  echo
-  echo "stopping: ${pids[*]}"
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  echo "stopped."
-  exit 0
-}
-trap stop INT TERM EXIT
 
 wait_ready() {
   for _ in $(seq 1 100); do

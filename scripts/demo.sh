@@ -7,31 +7,13 @@ cd "$(dirname "$0")/.."
 CONFIG=${INFERGATE_CONFIG:-examples/infergate.yaml}
 RUN=.run
 mkdir -p "$RUN"
-ENVOY=$(ls .venv/lib/python*/site-packages/envoy/_bin/envoy 2>/dev/null | head -n 1)
-if [[ -z "$ENVOY" ]]; then
-  echo "Envoy is not installed in .venv; run 'make setup'." >&2
-  exit 1
-fi
-
-# A fresh control token per run, readable only by this user.
-umask 077
-head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUN/token"
-umask 022
+# shellcheck source=scripts/demo-lib.sh
+source scripts/demo-lib.sh
+find_envoy
+new_token "$RUN/token"
 
 ./target/debug/infergate-envoy-config -c "$CONFIG" --wasm target/wasm32-wasip1/wasm/infergate_filter.wasm \
   --explain -o "$RUN/envoy.yaml"
-
-pids=()
-stop() {
-  trap - INT TERM EXIT
-  echo
-  echo "stopping: ${pids[*]}"
-  kill "${pids[@]}" 2>/dev/null || true
-  wait 2>/dev/null || true
-  echo "stopped."
-  exit 0
-}
-trap stop INT TERM EXIT
 
 ./target/debug/model-sim --pods 4 --base-port 8001 --lora-adapters sql-lora --time-scale "${SIM_TIME_SCALE:-1}" > "$RUN/model-sim.log" 2>&1 &
 pids+=($!)

@@ -28,8 +28,6 @@ use crate::summaries;
 
 /// A client's request class; read before the reserved headers are stripped.
 pub const CLASS_HEADER: &str = "x-infergate-class";
-/// The cluster chosen first, for the access log and the tier-1 gateway.
-pub const CLUSTER_HEADER: &str = "x-infergate-cluster";
 /// How often usage reports go to the rate limit service.
 const USAGE_FLUSH_MS: u64 = 200;
 const MAX_PENDING_REPORTS: usize = 10_000;
@@ -238,8 +236,7 @@ impl GlobalHttp {
         let (decision, backlog) = self.shared.decide(&request.model, self.class)?;
         self.backlog = backlog;
         let headers = host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header()))
-            .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)))
-            .and_then(|()| host::set_request_header(CLUSTER_HEADER, decision.chosen().map(|c| c.cluster.as_str())));
+            .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)));
         if let Err(status) = headers {
             log::error!("infergate global: cannot set routing headers: {status:?}");
         }

@@ -32,7 +32,7 @@ pub struct GlobalRouter {
     pub admin_url: String,
     client: reqwest::Client,
     envoy: Child,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl GlobalRouter {
@@ -98,7 +98,7 @@ impl GlobalRouter {
             config,
             client: reqwest::Client::new(),
             envoy,
-            _dir: dir,
+            dir,
         };
         let ready = format!("{}/ready", router.admin_url);
         for _ in 0..300 {
@@ -211,7 +211,7 @@ impl GlobalRouter {
     /// Starts `infergate-ratelimit` for this router's `rate_limits`.
     pub async fn start_rate_limit_service(&self) -> Process {
         let limits = self.config.rate_limits.as_ref().expect("this router has rate limits");
-        let path = self._dir.path().join("infergate-global.yaml");
+        let path = self.dir.path().join("infergate-global.yaml");
         std::fs::write(&path, serde_yaml_ng::to_string(&self.config).expect("config to YAML")).expect("write");
         let service = Process(
             Command::new(artifacts::binary("infergate-ratelimit"))

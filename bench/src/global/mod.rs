@@ -11,7 +11,7 @@ pub use chart::chart;
 pub use policies::{CROSS_REGION_RTT_MS, Clusters, GlobalLayer, Layer};
 pub use workload::{Region, Tags, TwoRegions};
 
-use crate::results::RequestOutcome;
+use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::Scenario;
 
 /// What the global benchmark reports for one policy.
@@ -27,15 +27,6 @@ pub struct GlobalResult {
     /// Share of east's latency requests served in the west (they pay the round trip).
     pub east_latency_served_west: f64,
     pub requests: usize,
-}
-
-fn p90(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let index = ((values.len() as f64) * 0.9).ceil() as usize;
-    (values[index.saturating_sub(1).min(values.len() - 1)] * 1000.0).round() / 1000.0
 }
 
 /// Aggregates one run's outcomes by class, cluster and origin.
@@ -58,14 +49,17 @@ pub fn summarize_run(
             shed += 1;
             continue;
         }
-        let Some(first) = outcome.first_token else { continue };
         let cluster = clusters.of_pod(outcome.pod);
         let away = cluster != tag.origin.index();
-        let ttft_ms = (first - outcome.arrival) * 1000.0 + if away { CROSS_REGION_RTT_MS } else { 0.0 };
+        // A request served in the other region waits the round trip for its first token.
+        let seen = RequestOutcome {
+            first_token: outcome.first_token.map(|t| t + if away { CROSS_REGION_RTT_MS / 1000.0 } else { 0.0 }),
+            ..*outcome
+        };
         if tag.batch {
-            batch.push(ttft_ms)
+            batch.push(seen)
         } else {
-            latency.push(ttft_ms)
+            latency.push(seen)
         }
         let served = (request.prompt.len() as f64 / 4.0) + f64::from(request.output_tokens);
         cost += served * clusters.cost(cluster);
@@ -77,8 +71,8 @@ pub fn summarize_run(
     }
     GlobalResult {
         policy: policy.to_string(),
-        latency_ttft_p90_ms: p90(&mut latency),
-        batch_ttft_p90_ms: p90(&mut batch),
+        latency_ttft_p90_ms: RunResult::from_outcomes(&latency).ttft_ms.p90,
+        batch_ttft_p90_ms: RunResult::from_outcomes(&batch).ttft_ms.p90,
         shed_rate: if sent > 0 { shed as f64 / sent as f64 } else { 0.0 },
         cost_per_million_tokens: if tokens > 0.0 { cost / tokens } else { 0.0 },
         east_latency_served_west: if east_latency > 0 { east_latency_west as f64 / east_latency as f64 } else { 0.0 },

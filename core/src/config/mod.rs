@@ -153,6 +153,17 @@ impl GatewaySettings {
     }
 }
 
+/// Refuses a file written for another schema version; every config file has one.
+pub(crate) fn check_schema_version(version: u32, root: &FieldPath) -> Result<(), ConfigError> {
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    Err(ConfigError::at(
+        &root.key("version"),
+        format!("unsupported schema version {version}; this build reads version {SCHEMA_VERSION}"),
+    ))
+}
+
 /// Smallest and largest body limits that make sense for LLM prompts.
 pub const MAX_BODY_BYTES_RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
 
@@ -160,12 +171,7 @@ impl InfergateConfig {
     /// Checks everything serde cannot; the error names the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let root = FieldPath::root();
-        if self.version != SCHEMA_VERSION {
-            return Err(ConfigError::at(
-                &root.key("version"),
-                format!("unsupported schema version {}; this build reads version {SCHEMA_VERSION}", self.version),
-            ));
-        }
+        check_schema_version(self.version, &root)?;
         self.gateway.validate(&root.key("gateway"))?;
         let agent = root.key("agent");
         if self.agent.scrape_interval_ms < 10 {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigError, FieldPath, GatewaySettings, SCHEMA_VERSION};
+use crate::config::{ConfigError, FieldPath, GatewaySettings, check_schema_version};
 use crate::endpoint::Endpoint;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,12 +188,7 @@ pub struct ClusterConfig {
 impl GlobalRouterConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let root = FieldPath::root();
-        if self.version != SCHEMA_VERSION {
-            return Err(ConfigError::at(
-                &root.key("version"),
-                format!("unsupported schema version {}; this build reads version {SCHEMA_VERSION}", self.version),
-            ));
-        }
+        check_schema_version(self.version, &root)?;
         self.gateway.validate(&root.key("gateway"))?;
         let global = root.key("global");
         if self.global.local_region.trim().is_empty() {
