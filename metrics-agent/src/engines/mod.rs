@@ -64,20 +64,22 @@ pub fn signals(engine: Engine, text: &str) -> Result<PodSignals, SignalsError> {
     scrape(engine, text).map(|s| s.signals)
 }
 
-fn finite_values<'a>(samples: &'a [Sample], name: &'a str) -> impl Iterator<Item = f64> + 'a {
-    samples.iter().filter(move |s| s.name == name).map(|s| s.value).filter(|v| v.is_finite())
+/// Every signal read is a count, a usage fraction or a counter: a negative value (vLLM
+/// writes -1 for "unknown") is not a reading, and would make the snapshot refused.
+fn usable_values<'a>(samples: &'a [Sample], name: &'a str) -> impl Iterator<Item = f64> + 'a {
+    samples.iter().filter(move |s| s.name == name).map(|s| s.value).filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 /// Sum of a family over its series (e.g. data-parallel `engine="N"` ranks).
 fn sum(samples: &[Sample], name: &str) -> Option<f64> {
-    let mut values = finite_values(samples, name).peekable();
+    let mut values = usable_values(samples, name).peekable();
     values.peek()?;
     Some(values.sum())
 }
 
 /// Mean of a family over its series: usage is per rank, so ranks average.
 fn mean(samples: &[Sample], name: &str) -> Option<f64> {
-    let (total, count) = finite_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
+    let (total, count) = usable_values(samples, name).fold((0.0, 0usize), |(t, c), v| (t + v, c + 1));
     (count > 0).then(|| total / count as f64)
 }
 

@@ -43,3 +43,17 @@ fn trtllm_serve_and_llama_cpp() {
     let s = signals(Engine::Auto, llama).unwrap();
     assert_eq!((s.waiting, s.running, s.kv_cache_usage), (4.0, 2.0, 0.5));
 }
+
+#[test]
+fn a_negative_gauge_is_no_reading_so_the_snapshot_stays_valid() {
+    // Found by the prometheus_adapters fuzz target: vLLM's "unknown" is -1, and a
+    // negative signal made the agent build a snapshot every gateway refuses.
+    let running = "vllm:num_requests_running{model_name=\"m\"} 3.0\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n";
+    let two = format!(
+        "vllm:num_requests_waiting{{engine=\"0\"}} 2.0\nvllm:num_requests_waiting{{engine=\"1\"}} -1.0\n{running}"
+    );
+    let signals = signals(Engine::Vllm, &two).unwrap();
+    assert_eq!((signals.waiting, signals.running), (2.0, 3.0));
+    let only_unknown = format!("vllm:num_requests_waiting{{model_name=\"m\"}} -1.0\n{running}");
+    assert!(super::signals(Engine::Vllm, &only_unknown).is_err(), "no usable reading is a failed scrape");
+}
