@@ -10,7 +10,7 @@ use infergate_bench::datapath::chat_body;
 use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::prefix::prompt_block_hashes;
-use infergate_core::request::parse_request;
+use infergate_core::request::{RequestScanner, ScanOutcome, parse_request};
 use infergate_core::router::{LocalLedger, Router};
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
@@ -73,6 +73,24 @@ fn parsing(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
             b.iter(|| parse_request(body).map(|r| r.prompt.len()))
+        });
+    }
+    group.finish();
+    // The filter's path: the same bodies in Envoy-sized 16 KiB chunks, the prompt kept
+    // as far as prefix hashing reads (64 × 256 bytes).
+    let mut group = c.benchmark_group("request_scanner");
+    for size in BODIES {
+        let body = chat_body(size, 7);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
+            b.iter(|| {
+                let mut scanner = RequestScanner::new(64 * 256);
+                body.chunks(16 * 1024).for_each(|chunk| scanner.feed(chunk));
+                match scanner.finish() {
+                    ScanOutcome::Read(request) => request.map(|r| r.prompt.len()).ok(),
+                    ScanOutcome::NeedsFullParse => None,
+                }
+            })
         });
     }
     group.finish();

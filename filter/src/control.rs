@@ -187,7 +187,7 @@ impl HttpContext for ControlHttp {
         if !end_of_stream {
             return Action::Pause;
         }
-        let body = host::request_body(body_size).unwrap_or_default();
+        let body = host::request_body_range(0, body_size).unwrap_or_default();
         self.admit_push(&body)
     }
 }

@@ -15,13 +15,13 @@ use infergate_core::global::metering::{
 use infergate_core::global::{
     ClusterState, ClusterSummary, GlobalDecision, GlobalRouterConfig, RequestClass, rank_clusters,
 };
-use infergate_core::request::parse_request;
+use infergate_core::request::InferenceRequest;
 use infergate_core::router::model_list;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use crate::host;
-use crate::intake::{self, Intake};
+use crate::intake::{self, BodyIntake, Intake};
 use crate::metrics::{GlobalMetrics, Metric};
 use crate::router::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER};
 use crate::summaries;
@@ -204,12 +204,13 @@ pub struct GlobalHttp {
     tenant: Option<String>,
     metered: Option<Metered>,
     backlog: Option<Backlog>,
+    body: Option<BodyIntake>,
 }
 
 impl GlobalHttp {
     pub fn new(shared: Rc<GlobalShared>) -> Self {
         let class = shared.config.global.default_class;
-        Self { shared, class, explanation: None, tenant: None, metered: None, backlog: None }
+        Self { shared, class, explanation: None, tenant: None, metered: None, backlog: None, body: None }
     }
 
     /// The answer is complete: its usage, if it reported one, corrects the charge.
@@ -231,8 +232,7 @@ impl GlobalHttp {
         intake::reply_error(error)
     }
 
-    fn route(&mut self, body: &[u8]) -> Result<(), ApiError> {
-        let request = parse_request(body)?;
+    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError> {
         let (decision, backlog) = self.shared.decide(&request.model, self.class)?;
         self.backlog = backlog;
         let headers = host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header()))
@@ -303,12 +303,15 @@ impl HttpContext for GlobalHttp {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let body = match intake::on_body(body_size, end_of_stream, self.shared.config.gateway.max_body_bytes) {
-            Ok(Some(body)) => body,
+        // The global router hashes no prefix: only the prompt's length is kept.
+        let full_parses = self.shared.metrics.full_parses;
+        let body = self.body.get_or_insert_with(|| BodyIntake::new(0, full_parses));
+        let request = match body.on_body(body_size, end_of_stream, self.shared.config.gateway.max_body_bytes) {
+            Ok(Some(request)) => request,
             Ok(None) => return Action::Pause,
             Err(error) => return self.reject(&error),
         };
-        match self.route(&body) {
+        match self.route(request) {
             Ok(()) => Action::Continue,
             Err(error) => self.reject(&error),
         }

@@ -29,8 +29,9 @@ pub fn set_response_header(name: &str, value: &str) -> Result<(), Status> {
     hostcalls::set_map_value_bytes(MapType::HttpResponseHeaders, name, Some(value.as_bytes()))
 }
 
-pub fn request_body(size: usize) -> Option<Vec<u8>> {
-    hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size).ok().flatten()
+/// `size` bytes of the buffered request body from `start`.
+pub fn request_body_range(start: usize, size: usize) -> Option<Vec<u8>> {
+    hostcalls::get_buffer(BufferType::HttpRequestBody, start, size).ok().flatten()
 }
 
 pub fn plugin_configuration() -> Option<Vec<u8>> {

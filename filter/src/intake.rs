@@ -3,10 +3,11 @@
 //! limit.
 
 use infergate_core::ApiError;
-use infergate_core::request::{ApiEndpoint, classify};
+use infergate_core::request::{ApiEndpoint, InferenceRequest, RequestScanner, ScanOutcome, classify, parse_request};
 use proxy_wasm::types::Action;
 
 use crate::host;
+use crate::metrics::Metric;
 
 /// Headers only the gateway may set; a client's copies are removed before routing.
 const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
@@ -62,13 +63,52 @@ pub fn on_headers(end_of_stream: bool, max_body_bytes: u64) -> Result<Intake, Ap
     }
 }
 
-/// The whole body once it is in, `None` while more is coming.
-pub fn on_body(body_size: usize, end_of_stream: bool, max_body_bytes: u64) -> Result<Option<Vec<u8>>, ApiError> {
-    if u64::try_from(body_size).unwrap_or(u64::MAX) > max_body_bytes {
-        return Err(ApiError::body_too_large(max_body_bytes));
+/// Reads a request body as Envoy buffers it: each callback copies only the bytes that
+/// arrived since the last one into the scanner, so the body is never held in the VM.
+/// A body the scanner does not follow is read whole at the end and parsed with serde.
+pub struct BodyIntake {
+    scanner: RequestScanner,
+    /// The host handed over fewer bytes than it announced; scan no further.
+    scan_broken: bool,
+    full_parses: Metric,
+}
+
+impl BodyIntake {
+    /// `prompt_cap`: prompt bytes to keep for prefix hashing; `full_parses` counts the
+    /// bodies parsed whole.
+    pub fn new(prompt_cap: usize, full_parses: Metric) -> Self {
+        Self { scanner: RequestScanner::new(prompt_cap), scan_broken: false, full_parses }
     }
-    if !end_of_stream {
-        return Ok(None);
+
+    /// The request once the whole body is in, `None` while more is coming.
+    pub fn on_body(
+        &mut self,
+        body_size: usize,
+        end_of_stream: bool,
+        max_body_bytes: u64,
+    ) -> Result<Option<InferenceRequest>, ApiError> {
+        if u64::try_from(body_size).unwrap_or(u64::MAX) > max_body_bytes {
+            return Err(ApiError::body_too_large(max_body_bytes));
+        }
+        let fed = self.scanner.fed();
+        if !self.scan_broken && !self.scanner.given_up() && body_size > fed {
+            let wanted = body_size - fed;
+            match host::request_body_range(fed, wanted) {
+                Some(bytes) if bytes.len() == wanted => self.scanner.feed(&bytes),
+                _ => self.scan_broken = true,
+            }
+        }
+        if !end_of_stream {
+            return Ok(None);
+        }
+        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(0));
+        let saw_every_byte = !self.scan_broken && scanner.fed() == body_size;
+        match scanner.finish() {
+            ScanOutcome::Read(request) if saw_every_byte => request.map(Some),
+            _ => {
+                self.full_parses.increment();
+                parse_request(&host::request_body_range(0, body_size).unwrap_or_default()).map(Some)
+            }
+        }
     }
-    Ok(Some(host::request_body(body_size).unwrap_or_default()))
 }

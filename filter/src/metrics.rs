@@ -38,6 +38,9 @@ pub struct RouterMetrics {
     pub rejected: Metric,
     /// Sheddable requests refused with 429 because their pool was saturated.
     pub shed: Metric,
+    /// Bodies the streaming scanner left to the whole-body parse: every invalid body,
+    /// and valid ones of an unusual shape.
+    pub full_parses: Metric,
     pub snapshot_generation: Metric,
     pub snapshot_age_ms: Metric,
     pub snapshot_decode_failures: Metric,
@@ -55,6 +58,7 @@ impl RouterMetrics {
             decisions_load_only: Metric::counter("infergate.decisions.load_only"),
             rejected: Metric::counter("infergate.requests.rejected"),
             shed: Metric::counter("infergate.requests.shed"),
+            full_parses: Metric::counter("infergate.requests.full_parses"),
             snapshot_generation: Metric::gauge("infergate.snapshot.generation"),
             snapshot_age_ms: Metric::gauge("infergate.snapshot.age_ms"),
             snapshot_decode_failures: Metric::counter("infergate.snapshot.decode_failures"),
@@ -113,6 +117,8 @@ pub struct GlobalMetrics {
     /// Decisions whose first cluster had no fresh, healthy summary.
     pub blind: Metric,
     pub rejected: Metric,
+    /// As the router's `full_parses`.
+    pub full_parses: Metric,
 }
 
 impl GlobalMetrics {
@@ -121,6 +127,7 @@ impl GlobalMetrics {
             decisions: Metric::counter("infergate.global.decisions"),
             blind: Metric::counter("infergate.global.blind"),
             rejected: Metric::counter("infergate.global.rejected"),
+            full_parses: Metric::counter("infergate.global.full_parses"),
         }
     }
 }

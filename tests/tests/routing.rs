@@ -105,3 +105,29 @@ async fn streaming_is_passed_through_unbuffered() {
     assert_eq!(text.matches("chat.completion.chunk").count(), 20);
     assert!(text.trim_end().ends_with("data: [DONE]"));
 }
+
+/// A body sent in pieces with pauses reaches the filter as several callbacks. The
+/// scanner reads each piece as it arrives and never needs the whole-body parse; a
+/// shape it leaves to that parse (an escaped key) is still routed, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_body_in_pieces_is_scanned_as_it_arrives() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let text = "lorem ipsum dolor ".repeat(1_500); // within the simulated model's context
+    let body = serde_json::json!({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": text}]});
+    let body = body.to_string().into_bytes();
+    assert!(body.len() > 25_000);
+    let pieces: Vec<Vec<u8>> = body.chunks(body.len() / 8 + 1).map(<[u8]>::to_vec).collect();
+    let paced = futures::stream::unfold(pieces.into_iter(), |mut pieces| async move {
+        let piece = pieces.next()?;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        Some((Ok::<_, std::io::Error>(piece), pieces))
+    });
+    let reply = stack.post("/v1/chat/completions", reqwest::Body::wrap_stream(paced), &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(stack.stat("infergate.requests.full_parses").await, Some(0));
+
+    let escaped_key = r#"{"mod\u0065l":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let reply = stack.post("/v1/chat/completions", escaped_key, &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(stack.stat("infergate.requests.full_parses").await, Some(1));
+}

@@ -43,6 +43,7 @@ impl Infergate {
             prompt: ctx.request.prompt.clone(),
             max_tokens: Some(ctx.request.output_tokens),
             criticality,
+            ..Default::default()
         };
         let decision = self.router.route(&request, ms(ctx.now), &mut self.ledger)?;
         let endpoint = decision.chosen.endpoint;

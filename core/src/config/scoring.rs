@@ -109,6 +109,11 @@ pub struct PrefixSettings {
 }
 
 impl PrefixSettings {
+    /// The most prompt bytes hashing reads: what a request scanner needs to keep.
+    pub fn hashed_bytes(&self) -> usize {
+        (self.block_chars as usize).saturating_mul(self.max_blocks as usize)
+    }
+
     fn default_block_chars() -> u32 {
         64
     }

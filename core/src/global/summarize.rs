@@ -44,9 +44,8 @@ pub fn summarize(
             let request = InferenceRequest {
                 model: model.name.clone(),
                 stream: false,
-                prompt: vec![b' '; typical_prompt_bytes],
-                max_tokens: None,
-                criticality: None,
+                prompt_len: typical_prompt_bytes,
+                ..Default::default()
             };
             let predicted = router.route(&request, now_ms, &mut LocalLedger::default()).map(|d| d.chosen.ttft);
             let ready = if pods.is_empty() { 0 } else { u32::try_from(pods.len()).unwrap_or(u32::MAX) };

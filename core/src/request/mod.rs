@@ -4,13 +4,16 @@
 mod endpoint_kind;
 mod model_field;
 mod prompt;
+mod scan;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::api_error::ApiError;
 use crate::config::{Criticality, check_model_name};
 pub use endpoint_kind::{ApiEndpoint, classify};
 use model_field::ModelField;
+pub use scan::{RequestScanner, ScanOutcome};
 
 /// What routing needs from a request body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -18,8 +21,11 @@ pub struct InferenceRequest {
     pub model: String,
     pub stream: bool,
     /// The prompt bytes the engine will see (tools, then each message), for prefix
-    /// hashing and for the prompt-length estimate.
+    /// hashing. The streaming scanner keeps only the first bytes, as many as hashing
+    /// can use.
     pub prompt: Vec<u8>,
+    /// The whole prompt's length in bytes, when `prompt` holds only its start.
+    pub prompt_len: usize,
     /// `max_completion_tokens`, else `max_tokens`, if given.
     pub max_tokens: Option<u32>,
     /// What the client asked for in `x-infergate-criticality` (a header, not the body).
@@ -29,7 +35,8 @@ pub struct InferenceRequest {
 impl InferenceRequest {
     /// Prompt tokens, at about 4 characters per token.
     pub fn prompt_tokens(&self) -> u32 {
-        u32::try_from(self.prompt.len().div_ceil(4)).unwrap_or(u32::MAX).max(1)
+        let len = self.prompt_len.max(self.prompt.len());
+        u32::try_from(len.div_ceil(4)).unwrap_or(u32::MAX).max(1)
     }
 }
 
@@ -42,9 +49,9 @@ struct Body<'a> {
     #[serde(default, borrow)]
     messages: Option<Vec<prompt::Message<'a>>>,
     #[serde(default, borrow)]
-    tools: Option<&'a serde_json::value::RawValue>,
+    tools: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    prompt: Option<&'a serde_json::value::RawValue>,
+    prompt: Option<&'a RawValue>,
     #[serde(default)]
     max_tokens: Option<u32>,
     #[serde(default)]
@@ -88,7 +95,21 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
             format!("The request body is not valid JSON for this API: {e}."),
         )
     })?;
-    let model = match parsed.model {
+    let prompt =
+        prompt::render(parsed.tools.map(RawValue::get), parsed.messages.as_deref(), parsed.prompt.map(RawValue::get));
+    let prompt_len = prompt.len();
+    into_request(parsed.model, parsed.stream, prompt, prompt_len, parsed.max_completion_tokens.or(parsed.max_tokens))
+}
+
+/// What both parsers share once the fields are read: the checks on `model`.
+fn into_request(
+    model: ModelField<'_>,
+    stream: Option<bool>,
+    prompt: Vec<u8>,
+    prompt_len: usize,
+    max_tokens: Option<u32>,
+) -> Result<InferenceRequest, ApiError> {
+    let model = match model {
         ModelField::Missing => {
             return Err(ApiError::invalid_request(
                 "missing_model",
@@ -109,9 +130,10 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
         .map_err(|why| ApiError::invalid_request("invalid_model", Some("model"), format!("`model` {why}.")))?;
     Ok(InferenceRequest {
         model: model.into_owned(),
-        stream: parsed.stream.unwrap_or(false),
-        prompt: prompt::render(parsed.tools, parsed.messages.as_deref(), parsed.prompt),
-        max_tokens: parsed.max_completion_tokens.or(parsed.max_tokens),
+        stream: stream.unwrap_or(false),
+        prompt,
+        prompt_len,
+        max_tokens,
         criticality: None,
     })
 }

@@ -20,10 +20,10 @@ pub(super) struct Message<'a> {
     tool_calls: Option<&'a RawValue>,
 }
 
-/// Appends a content value: a string's text; a list of parts' texts (or, for a part
-/// without text such as an image, its raw JSON); anything else as raw JSON.
-fn push_content(out: &mut Vec<u8>, raw: &RawValue) {
-    let text = raw.get();
+/// Appends a content value, given as its JSON text: a string's text; a list of parts'
+/// texts (or, for a part without text such as an image, its raw JSON); anything else
+/// as raw JSON.
+pub(super) fn push_content(out: &mut Vec<u8>, text: &str) {
     match text.as_bytes().first() {
         Some(b'"') => match serde_json::from_str::<Cow<'_, str>>(text) {
             Ok(s) => out.extend_from_slice(s.as_bytes()),
@@ -48,7 +48,7 @@ fn push_part(out: &mut Vec<u8>, part: &RawValue) {
         return;
     };
     match fields.get("text") {
-        Some(text) => push_content(out, text),
+        Some(text) => push_content(out, text.get()),
         None => {
             for (key, value) in &fields {
                 out.extend_from_slice(key.as_bytes());
@@ -58,18 +58,26 @@ fn push_part(out: &mut Vec<u8>, part: &RawValue) {
     }
 }
 
-pub(super) fn render(tools: Option<&RawValue>, messages: Option<&[Message<'_>]>, prompt: Option<&RawValue>) -> Vec<u8> {
+/// Marks the tool definitions, which a chat template puts first.
+pub(super) const TOOLS_TAG: &[u8] = b"<|tools|>";
+
+/// A message's role tag, before its content.
+pub(super) fn push_role_tag(out: &mut Vec<u8>, role: Option<&str>) {
+    out.extend_from_slice(b"<|");
+    out.extend_from_slice(role.unwrap_or("user").as_bytes());
+    out.extend_from_slice(b"|>");
+}
+
+pub(super) fn render(tools: Option<&str>, messages: Option<&[Message<'_>]>, prompt: Option<&str>) -> Vec<u8> {
     let mut out = Vec::new();
     if let Some(tools) = tools {
-        out.extend_from_slice(b"<|tools|>");
-        out.extend_from_slice(tools.get().as_bytes());
+        out.extend_from_slice(TOOLS_TAG);
+        out.extend_from_slice(tools.as_bytes());
     }
     for message in messages.unwrap_or_default() {
-        out.extend_from_slice(b"<|");
-        out.extend_from_slice(message.role.as_deref().unwrap_or("user").as_bytes());
-        out.extend_from_slice(b"|>");
+        push_role_tag(&mut out, message.role.as_deref());
         if let Some(content) = message.content {
-            push_content(&mut out, content);
+            push_content(&mut out, content.get());
         }
         if let Some(calls) = message.tool_calls {
             out.extend_from_slice(calls.get().as_bytes());

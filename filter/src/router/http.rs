@@ -8,14 +8,14 @@ use std::rc::Rc;
 use infergate_core::ApiError;
 use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
-use infergate_core::request::parse_request;
+use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, DecisionBasis};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::RouterShared;
 use crate::host;
-use crate::intake::{self, Intake};
+use crate::intake::{self, BodyIntake, Intake};
 use crate::ledger::SharedLedger;
 
 pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
@@ -47,12 +47,13 @@ struct Routed {
 pub struct RouterHttp {
     shared: Rc<RouterShared>,
     criticality: Option<Criticality>,
+    body: Option<BodyIntake>,
     routed: Option<Routed>,
 }
 
 impl RouterHttp {
     pub fn new(shared: Rc<RouterShared>) -> Self {
-        Self { shared, criticality: None, routed: None }
+        Self { shared, criticality: None, body: None, routed: None }
     }
 
     fn reject(&self, error: &ApiError) -> Action {
@@ -63,8 +64,7 @@ impl RouterHttp {
         intake::reply_error(error)
     }
 
-    fn decide(&mut self, body: &[u8]) -> Result<Decision, ApiError> {
-        let mut request = parse_request(body)?;
+    fn decide(&mut self, mut request: InferenceRequest) -> Result<Decision, ApiError> {
         request.criticality = self.criticality;
         let Ok(mut router) = self.shared.router.try_borrow_mut() else {
             return Err(ApiError::no_ready_endpoint("(busy)", 1));
@@ -163,12 +163,15 @@ impl HttpContext for RouterHttp {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let body = match intake::on_body(body_size, end_of_stream, self.shared.max_body_bytes) {
-            Ok(Some(body)) => body,
+        let shared = &self.shared;
+        let body =
+            self.body.get_or_insert_with(|| BodyIntake::new(shared.prompt_bytes_hashed(), shared.metrics.full_parses));
+        let request = match body.on_body(body_size, end_of_stream, shared.max_body_bytes) {
+            Ok(Some(request)) => request,
             Ok(None) => return Action::Pause,
             Err(error) => return self.reject(&error),
         };
-        match self.decide(&body) {
+        match self.decide(request) {
             Ok(decision) => {
                 self.record(decision);
                 Action::Continue

@@ -61,6 +61,11 @@ impl RouterShared {
         }
     }
 
+    /// How much of a prompt prefix hashing reads, under the active routing config.
+    fn prompt_bytes_hashed(&self) -> usize {
+        self.router.try_borrow().map_or(0, |router| router.config().settings.prefix.hashed_bytes())
+    }
+
     /// Reads the small generation key; decodes the snapshot only when it changed, so
     /// the big value is copied once per generation per worker, not per request.
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
