@@ -115,7 +115,9 @@ mod routing_as_json {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RoutingConfig, D::Error> {
         let text = <&str>::deserialize(deserializer)?;
-        serde_json::from_str(text).map_err(|err| D::Error::custom(format!("routing: {err}")))
+        // `from_slice`, as the plugin configuration is read: one reader type means one
+        // copy of the config's deserializers in the `.wasm`.
+        serde_json::from_slice(text.as_bytes()).map_err(|err| D::Error::custom(format!("routing: {err}")))
     }
 }
 

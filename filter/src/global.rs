@@ -21,7 +21,7 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use crate::host;
-use crate::intake::{self, BodyIntake, Intake};
+use crate::intake::{self, BodyIntake, Intake, RequestHeaders};
 use crate::metrics::{GlobalMetrics, Metric};
 use crate::router::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER};
 use crate::summaries;
@@ -276,8 +276,9 @@ impl Context for GlobalHttp {}
 
 impl HttpContext for GlobalHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        if let Some(value) = host::request_header(CLASS_HEADER) {
-            match RequestClass::from_header(&value) {
+        let headers = RequestHeaders::read();
+        if let Some(value) = headers.get(CLASS_HEADER) {
+            match RequestClass::from_header(value) {
                 Some(class) => self.class = class,
                 None => {
                     return self.reject(&ApiError::invalid_request(
@@ -289,10 +290,10 @@ impl HttpContext for GlobalHttp {
             }
         }
         if let Some(metering) = &self.shared.metering {
-            self.tenant = Some(tenant_id(host::request_header(&metering.tenant_header).as_deref()));
+            self.tenant = Some(tenant_id(headers.get(&metering.tenant_header)));
         }
-        intake::strip_reserved_headers();
-        match intake::on_headers(end_of_stream, self.shared.config.gateway.max_body_bytes) {
+        headers.strip_reserved();
+        match intake::on_headers(&headers, end_of_stream, self.shared.config.gateway.max_body_bytes) {
             Ok(Intake::ListModels) => {
                 host::reply(200, vec![("content-type", "application/json")], &self.shared.model_list_body());
                 Action::Pause

@@ -15,10 +15,9 @@ pub fn request_header(name: &str) -> Option<String> {
         .and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
-pub fn request_header_names() -> Vec<String> {
-    hostcalls::get_map_bytes(MapType::HttpRequestHeaders)
-        .map(|pairs| pairs.into_iter().map(|(name, _)| name).collect())
-        .unwrap_or_default()
+/// Every request header, in one host call (Envoy gives their names in lower case).
+pub fn request_headers() -> Vec<(String, Vec<u8>)> {
+    hostcalls::get_map_bytes(MapType::HttpRequestHeaders).unwrap_or_default()
 }
 
 pub fn set_request_header(name: &str, value: Option<&str>) -> Result<(), Status> {

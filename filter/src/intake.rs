@@ -23,11 +23,30 @@ pub fn reply_error(error: &ApiError) -> Action {
     Action::Pause
 }
 
-pub fn strip_reserved_headers() {
-    for name in host::request_header_names() {
-        let lower = name.to_ascii_lowercase();
-        if RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p)) {
-            let _ = host::set_request_header(&name, None);
+/// The request's headers, read from the host once: every lookup a role makes on the
+/// headers path is then local, which saves a host call per header.
+pub struct RequestHeaders(Vec<(String, Vec<u8>)>);
+
+impl RequestHeaders {
+    pub fn read() -> Self {
+        Self(host::request_headers())
+    }
+
+    /// A header as text; invalid UTF-8 reads as absent.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .and_then(|(_, value)| std::str::from_utf8(value).ok())
+    }
+
+    /// Removes the client's copies of the headers only the gateway may set.
+    pub fn strip_reserved(&self) {
+        for (name, _) in &self.0 {
+            let lower = name.to_ascii_lowercase();
+            if RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+                let _ = host::set_request_header(name, None);
+            }
         }
     }
 }
@@ -40,14 +59,13 @@ pub enum Intake {
     AwaitBody,
 }
 
-pub fn on_headers(end_of_stream: bool, max_body_bytes: u64) -> Result<Intake, ApiError> {
-    let method = host::request_header(":method").unwrap_or_default();
-    let path = host::request_header(":path").unwrap_or_default();
-    match classify(&method, &path) {
+pub fn on_headers(headers: &RequestHeaders, end_of_stream: bool, max_body_bytes: u64) -> Result<Intake, ApiError> {
+    let path = headers.get(":path").unwrap_or_default();
+    match classify(headers.get(":method").unwrap_or_default(), path) {
         ApiEndpoint::ListModels => Ok(Intake::ListModels),
-        ApiEndpoint::Unknown => Err(ApiError::not_found_path(&path)),
+        ApiEndpoint::Unknown => Err(ApiError::not_found_path(path)),
         ApiEndpoint::Inference => {
-            let declared = host::request_header("content-length").and_then(|v| v.parse::<u64>().ok());
+            let declared = headers.get("content-length").and_then(|v| v.parse::<u64>().ok());
             if declared.is_some_and(|len| len > max_body_bytes) {
                 return Err(ApiError::body_too_large(max_body_bytes));
             }

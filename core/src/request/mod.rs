@@ -78,7 +78,8 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
             format!("The request body is not valid UTF-8: invalid byte at offset {}.", e.valid_up_to()),
         )
     })?;
-    let parsed: Body<'_> = serde_json::from_str(text).map_err(|e| {
+    // `from_slice` like every JSON read in this crate, so the `.wasm` holds one reader.
+    let parsed: Body<'_> = serde_json::from_slice(text.as_bytes()).map_err(|e| {
         let text = e.to_string();
         let param = if text.contains("`model`") {
             Some("model")

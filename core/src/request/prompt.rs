@@ -25,11 +25,11 @@ pub(super) struct Message<'a> {
 /// as raw JSON.
 pub(super) fn push_content(out: &mut Vec<u8>, text: &str) {
     match text.as_bytes().first() {
-        Some(b'"') => match serde_json::from_str::<Cow<'_, str>>(text) {
+        Some(b'"') => match serde_json::from_slice::<Cow<'_, str>>(text.as_bytes()) {
             Ok(s) => out.extend_from_slice(s.as_bytes()),
             Err(_) => out.extend_from_slice(text.as_bytes()),
         },
-        Some(b'[') => match serde_json::from_str::<Vec<&RawValue>>(text) {
+        Some(b'[') => match serde_json::from_slice::<Vec<&RawValue>>(text.as_bytes()) {
             Ok(parts) => {
                 for part in parts {
                     push_part(out, part);
@@ -43,7 +43,7 @@ pub(super) fn push_content(out: &mut Vec<u8>, text: &str) {
 }
 
 fn push_part(out: &mut Vec<u8>, part: &RawValue) {
-    let Ok(fields) = serde_json::from_str::<BTreeMap<Cow<'_, str>, &RawValue>>(part.get()) else {
+    let Ok(fields) = serde_json::from_slice::<BTreeMap<Cow<'_, str>, &RawValue>>(part.get().as_bytes()) else {
         out.extend_from_slice(part.get().as_bytes());
         return;
     };

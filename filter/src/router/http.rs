@@ -15,7 +15,7 @@ use proxy_wasm::types::Action;
 
 use super::RouterShared;
 use crate::host;
-use crate::intake::{self, BodyIntake, Intake};
+use crate::intake::{self, BodyIntake, Intake, RequestHeaders};
 use crate::ledger::SharedLedger;
 
 pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
@@ -135,8 +135,9 @@ impl Context for RouterHttp {}
 
 impl HttpContext for RouterHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        if let Some(value) = host::request_header(CRITICALITY_HEADER) {
-            match Criticality::from_header(&value) {
+        let headers = RequestHeaders::read();
+        if let Some(value) = headers.get(CRITICALITY_HEADER) {
+            match Criticality::from_header(value) {
                 Some(level) => self.criticality = Some(level),
                 None => {
                     return self.reject(&ApiError::invalid_request(
@@ -147,8 +148,8 @@ impl HttpContext for RouterHttp {
                 }
             }
         }
-        intake::strip_reserved_headers();
-        match intake::on_headers(end_of_stream, self.shared.max_body_bytes) {
+        headers.strip_reserved();
+        match intake::on_headers(&headers, end_of_stream, self.shared.max_body_bytes) {
             Ok(Intake::ListModels) => {
                 let body = match self.shared.router.try_borrow() {
                     Ok(router) => router.model_list_body(host::now_unix_ms() / 1000),
