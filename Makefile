@@ -118,7 +118,7 @@ chaos: setup wasm build
 
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
 bench: setup wasm build
-	cargo run --release --locked -p infergate-bench -- --suite quick
+	cargo run --release --locked -p infergate-bench --bin infergate-bench -- --suite quick
 
 # The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
 # Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
@@ -139,7 +139,7 @@ bench-datapath: setup wasm
 	cargo bench --locked -p infergate-bench --bench hot_path
 
 bench-full: setup wasm build
-	cargo run --release --locked -p infergate-bench -- --suite full
+	cargo run --release --locked -p infergate-bench --bin infergate-bench -- --suite full
 
 clean:
 	cargo clean

@@ -10,6 +10,7 @@
 //! leave stale entries that eviction skips and compaction drops. Owners are pod numbers,
 //! held inline when there is one (unshared blocks are most blocks).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 
@@ -141,14 +142,16 @@ impl PrefixIndex {
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
         while blocks.held > capacity {
             let Some((stamp, hash)) = blocks.order.pop_front() else { break };
-            let Some(owners) = self.owners.get_mut(&hash) else { continue };
-            let before = owners.len();
-            owners.retain(|&mut (p, s)| !(p == id && s == stamp));
-            if owners.len() < before {
+            // One lookup per evicted block: most blocks have one owner, so the entry
+            // usually goes with it.
+            let Entry::Occupied(mut owners) = self.owners.entry(hash) else { continue };
+            let before = owners.get().len();
+            owners.get_mut().retain(|&mut (p, s)| !(p == id && s == stamp));
+            if owners.get().len() < before {
                 blocks.held -= 1;
             }
-            if owners.is_empty() {
-                self.owners.remove(&hash);
+            if owners.get().is_empty() {
+                owners.remove();
             }
         }
     }

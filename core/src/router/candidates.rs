@@ -25,38 +25,45 @@ pub(super) struct Inputs<'a> {
     pub now_ms: u64,
 }
 
-pub(super) fn build(inputs: &Inputs<'_>) -> (Vec<Candidate>, DecisionBasis) {
-    let pods = inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name));
-    let candidates: Vec<(Candidate, bool)> = match pods {
-        Some(state) => state.pods.iter().filter(|pod| pod.ready).map(|pod| from_pod(pod, inputs)).collect(),
+/// Fills `candidates` (and whether each is `fresh`) for one request; returns what the
+/// decision is based on.
+pub(super) fn build(inputs: &Inputs<'_>, candidates: &mut Vec<Candidate>, fresh: &mut Vec<bool>) -> DecisionBasis {
+    candidates.clear();
+    fresh.clear();
+    match inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name)) {
+        Some(state) => {
+            for (candidate, is_fresh) in state.pods.iter().filter(|pod| pod.ready).map(|pod| from_pod(pod, inputs)) {
+                candidates.push(candidate);
+                fresh.push(is_fresh);
+            }
+        }
         // No snapshot yet, or the pool is new: the static endpoints, on load alone.
-        None => inputs.pool.endpoints.iter().map(|&endpoint| (unobserved(endpoint, inputs, true), false)).collect(),
-    };
-    let fresh = candidates.iter().filter(|(_, fresh)| *fresh).count();
-    let basis = if fresh == candidates.len() && fresh > 0 {
+        None => {
+            candidates.extend(inputs.pool.endpoints.iter().map(|&endpoint| unobserved(endpoint, inputs, true)));
+            fresh.resize(candidates.len(), false);
+        }
+    }
+    let fresh_count = fresh.iter().filter(|f| **f).count();
+    let basis = if fresh_count == candidates.len() && fresh_count > 0 {
         DecisionBasis::Signals
-    } else if fresh > 0 {
+    } else if fresh_count > 0 {
         DecisionBasis::Mixed
     } else {
         DecisionBasis::LoadOnly
     };
-    let candidates = candidates
-        .into_iter()
-        .map(|(mut c, fresh)| {
+    if basis == DecisionBasis::Mixed {
+        for (c, _) in candidates.iter_mut().zip(fresh.iter()).filter(|(_, fresh)| !**fresh) {
             // While other pods report, one whose signals went stale is suspect (hung,
             // frozen, restarted with an empty cache): neither its prefix credit nor the
             // speeds learned from its metrics pull requests to it, and it ranks like a
             // pod that has not reported yet, on its in-flight count, usable but not
             // preferred.
-            if basis == DecisionBasis::Mixed && !fresh {
-                c.matched_blocks = 0;
-                c.learned = LearnedRates::default();
-                c.has_metrics = false;
-            }
-            c
-        })
-        .collect();
-    (candidates, basis)
+            c.matched_blocks = 0;
+            c.learned = LearnedRates::default();
+            c.has_metrics = false;
+        }
+    }
+    basis
 }
 
 fn age_ok(pod: &PodState, max_age_ms: u64, now_ms: u64) -> bool {

@@ -7,6 +7,7 @@ mod candidates;
 mod decision;
 mod ledger;
 pub mod model_list;
+mod tables;
 
 use std::collections::HashMap;
 
@@ -15,10 +16,11 @@ use crate::config::{Criticality, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
-use crate::scoring::{RequestShape, over_threshold, rank_top, ttft_totals, weighted_totals};
+use crate::scoring::{RequestShape, over_threshold, rank_top_in, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
 pub use decision::{Decision, DecisionBasis, PodReport};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
+use tables::PodTables;
 
 pub struct Router {
     config: RoutingConfig,
@@ -29,6 +31,7 @@ pub struct Router {
     capacity: HashMap<Endpoint, usize>,
     prefix: PrefixIndex,
     rng: fastrand::Rng,
+    tables: PodTables,
 }
 
 impl Router {
@@ -41,6 +44,7 @@ impl Router {
             baseline: HashMap::new(),
             capacity: HashMap::new(),
             rng: fastrand::Rng::with_seed(seed),
+            tables: PodTables::default(),
         }
     }
 
@@ -97,7 +101,8 @@ impl Router {
             settings.prefix.block_chars,
             settings.prefix.max_blocks,
         );
-        let (candidates, basis) = candidates::build(&candidates::Inputs {
+        let tables = &mut self.tables;
+        let inputs = candidates::Inputs {
             pool,
             snapshot: self.snapshot.as_ref(),
             ledger: &*ledger,
@@ -107,9 +112,11 @@ impl Router {
             adapter,
             settings,
             now_ms,
-        });
+        };
+        let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
+        let candidates = &tables.candidates;
         if Criticality::effective(model.criticality, request.criticality) == Criticality::Sheddable
-            && admission::pool_saturated(&candidates, &settings.admission)
+            && admission::pool_saturated(candidates, &settings.admission)
         {
             return Err(ApiError::pool_saturated(&pool.name, settings.retry_after_s));
         }
@@ -119,16 +126,19 @@ impl Router {
             output_tokens: request.max_tokens.map_or(settings.cost.output_tokens, f64::from),
         };
         let profile = self.config.profile_for(pool);
-        let totals = match settings.scoring {
-            ScoringMode::PredictedTtft => ttft_totals(&candidates, &shape, &settings.cost, profile),
-            ScoringMode::Weighted => weighted_totals(&candidates, &self.config.weights_for(pool)),
-        };
-        let mut eligible: Vec<bool> =
-            candidates.iter().map(|c| !over_threshold(c, settings.kv_cache_threshold)).collect();
+        match settings.scoring {
+            ScoringMode::PredictedTtft => ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.totals),
+            // The comparison mode allocates its five score columns; it is not the default.
+            ScoringMode::Weighted => tables.totals = weighted_totals(candidates, &self.config.weights_for(pool)),
+        }
+        let totals = &tables.totals;
+        let eligible = &mut tables.eligible;
+        eligible.clear();
+        eligible.extend(candidates.iter().map(|c| !over_threshold(c, settings.kv_cache_threshold)));
         if !eligible.iter().any(|ok| *ok) {
             eligible.iter_mut().for_each(|ok| *ok = true);
         }
-        let ranked = rank_top(&totals, &eligible, settings.ranked_endpoints, &mut self.rng);
+        let ranked = rank_top_in(totals, eligible, settings.ranked_endpoints, &mut self.rng, &mut tables.order);
         let Some(&first) = ranked.first() else {
             return Err(ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s));
         };

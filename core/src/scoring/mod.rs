@@ -19,7 +19,7 @@ use crate::config::{CostDefaults, Profile, Weights};
 use crate::endpoint::Endpoint;
 pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
-pub use rank::rank_top;
+pub use rank::{rank_top, rank_top_in};
 
 /// A pod's LoRA state for the requested adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,14 +111,17 @@ pub fn weighted_totals(candidates: &[Candidate], weights: &Weights) -> Vec<f64> 
     totals
 }
 
-/// Negated predicted costs, so that higher is better as in the weighted mode.
+/// Negated predicted costs, so that higher is better as in the weighted mode; written
+/// into `totals`, a buffer the caller keeps between decisions.
 pub fn ttft_totals(
     candidates: &[Candidate],
     shape: &RequestShape,
     defaults: &CostDefaults,
     profile: Profile,
-) -> Vec<f64> {
-    candidates.iter().map(|c| -predicted_ttft(c, shape, defaults, profile).total_ms).collect()
+    totals: &mut Vec<f64>,
+) {
+    totals.clear();
+    totals.extend(candidates.iter().map(|c| -predicted_ttft(c, shape, defaults, profile).total_ms));
 }
 
 #[cfg(test)]

@@ -3,15 +3,30 @@
 
 /// Indices of the `n` best totals, highest first; `eligible[i] == false` excludes `i`.
 pub fn rank_top(totals: &[f64], eligible: &[bool], n: usize, rng: &mut fastrand::Rng) -> Vec<usize> {
-    let mut order: Vec<(f64, u64, usize)> = totals
-        .iter()
-        .zip(eligible)
-        .enumerate()
-        .filter(|(_, (_, ok))| **ok)
-        .map(|(i, (&total, _))| (if total.is_nan() { f64::NEG_INFINITY } else { total }, rng.u64(..), i))
-        .collect();
-    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    order.into_iter().take(n).map(|(_, _, i)| i).collect()
+    rank_top_in(totals, eligible, n, rng, &mut Vec::new())
+}
+
+/// [`rank_top`], sorting in `order`, a buffer the caller keeps between calls.
+pub fn rank_top_in(
+    totals: &[f64],
+    eligible: &[bool],
+    n: usize,
+    rng: &mut fastrand::Rng,
+    order: &mut Vec<(f64, u64, usize)>,
+) -> Vec<usize> {
+    order.clear();
+    order.extend(
+        totals
+            .iter()
+            .zip(eligible)
+            .enumerate()
+            .filter(|(_, (_, ok))| **ok)
+            .map(|(i, (&total, _))| (if total.is_nan() { f64::NEG_INFINITY } else { total }, rng.u64(..), i)),
+    );
+    // Unstable: a stable sort allocates its scratch for larger slices; the random
+    // tie-break makes every key distinct anyway.
+    order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.iter().take(n).map(|&(_, _, i)| i).collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,18 @@
+//! The per-pod tables of one decision. The router keeps them between requests: each
+//! decision clears and refills them, so they grow to the largest pool once and a
+//! decision allocates no table of its own.
+
+use crate::scoring::Candidate;
+
+#[derive(Debug, Default)]
+pub(super) struct PodTables {
+    pub candidates: Vec<Candidate>,
+    /// Whether each candidate's signals are fresh.
+    pub fresh: Vec<bool>,
+    /// Each candidate's score; higher is better.
+    pub totals: Vec<f64>,
+    /// Whether each candidate may be chosen (under the KV threshold).
+    pub eligible: Vec<bool>,
+    /// (total, tie-break, index) of the eligible candidates, for ranking.
+    pub order: Vec<(f64, u64, usize)>,
+}
