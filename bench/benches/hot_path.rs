@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use infergate_bench::datapath::chat_body;
-use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+use infergate_core::config::RoutingConfig;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::prefix::prompt_block_hashes;
 use infergate_core::request::{RequestScanner, ScanOutcome, parse_request};
@@ -22,23 +22,7 @@ fn endpoint(i: usize) -> Endpoint {
 }
 
 fn routing(pods: usize) -> RoutingConfig {
-    RoutingConfig {
-        settings: RoutingSettings::default(),
-        pools: vec![PoolConfig {
-            name: "fleet".into(),
-            engine: Default::default(),
-            endpoints: (0..pods).map(endpoint).collect(),
-            discovery: None,
-            profile: None,
-            weights: None,
-        }],
-        models: vec![ModelConfig {
-            name: "m".into(),
-            pool: "fleet".into(),
-            adapter: None,
-            criticality: Default::default(),
-        }],
-    }
+    RoutingConfig::single_pool("fleet", (0..pods).map(endpoint).collect(), "m")
 }
 
 fn snapshot(pods: usize) -> Snapshot {

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+use infergate_core::config::RoutingConfig;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::{RequestScanner, ScanOutcome, parse_request};
 use infergate_core::router::{LocalLedger, Router};
@@ -20,23 +20,7 @@ fn body(sequence: u64, kib: usize) -> Vec<u8> {
 
 fn main() {
     let pods: Vec<Endpoint> = (0..8).map(|i| Endpoint::new(SocketAddr::from(([10, 0, 0, i + 1], 8000)))).collect();
-    let config = RoutingConfig {
-        settings: RoutingSettings::default(),
-        pools: vec![PoolConfig {
-            name: "fleet".into(),
-            engine: Default::default(),
-            endpoints: pods,
-            discovery: None,
-            profile: None,
-            weights: None,
-        }],
-        models: vec![ModelConfig {
-            name: "m".into(),
-            pool: "fleet".into(),
-            adapter: None,
-            criticality: Default::default(),
-        }],
-    };
+    let config = RoutingConfig::single_pool("fleet", pods, "m");
     let mut router = Router::new(config, 1);
     let mut ledger = LocalLedger::default();
     let kib: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(4);

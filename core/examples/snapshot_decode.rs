@@ -6,30 +6,14 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use infergate_core::config::{ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
+use infergate_core::config::RoutingConfig;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::router::{LocalLedger, Router};
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
 fn fleet(pods: usize) -> Snapshot {
     let address = |i: usize| Endpoint::new(SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8 + 1], 8000)));
-    let routing = RoutingConfig {
-        settings: RoutingSettings::default(),
-        pools: vec![PoolConfig {
-            name: "fleet".into(),
-            engine: Default::default(),
-            endpoints: (0..pods).map(address).collect(),
-            discovery: None,
-            profile: None,
-            weights: None,
-        }],
-        models: vec![ModelConfig {
-            name: "m".into(),
-            pool: "fleet".into(),
-            adapter: None,
-            criticality: Default::default(),
-        }],
-    };
+    let routing = RoutingConfig::single_pool("fleet", (0..pods).map(address).collect(), "m");
     let pod = |i: usize| PodState {
         address: address(i),
         ready: true,

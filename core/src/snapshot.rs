@@ -172,7 +172,6 @@ impl Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ModelConfig, PoolConfig, RoutingSettings};
 
     pub(crate) fn sample() -> Snapshot {
         let address: Endpoint = "127.0.0.1:8001".parse().unwrap();
@@ -180,23 +179,7 @@ mod tests {
             version: SNAPSHOT_VERSION,
             sequence: 7,
             created_at_ms: 1_700_000_000_000,
-            routing: RoutingConfig {
-                settings: RoutingSettings::default(),
-                pools: vec![PoolConfig {
-                    name: "a".into(),
-                    engine: Default::default(),
-                    endpoints: vec![address],
-                    discovery: None,
-                    profile: None,
-                    weights: None,
-                }],
-                models: vec![ModelConfig {
-                    name: "m".into(),
-                    pool: "a".into(),
-                    adapter: None,
-                    criticality: Default::default(),
-                }],
-            },
+            routing: RoutingConfig::single_pool("a", vec![address], "m"),
             pools: vec![PoolState {
                 name: "a".into(),
                 pods: vec![PodState {

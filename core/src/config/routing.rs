@@ -60,6 +60,20 @@ pub struct ModelConfig {
     pub criticality: Criticality,
 }
 
+impl PoolConfig {
+    /// A pool of these pods, speaking vLLM's metrics, with no overrides.
+    pub fn static_endpoints(name: &str, endpoints: Vec<Endpoint>) -> Self {
+        Self { name: name.into(), engine: Engine::default(), endpoints, discovery: None, profile: None, weights: None }
+    }
+}
+
+impl ModelConfig {
+    /// A base model (no adapter) of standard criticality on `pool`.
+    pub fn base(name: &str, pool: &str) -> Self {
+        Self { name: name.into(), pool: pool.into(), adapter: None, criticality: Criticality::default() }
+    }
+}
+
 fn is_standard(criticality: &Criticality) -> bool {
     *criticality == Criticality::Standard
 }
@@ -85,6 +99,16 @@ pub enum Engine {
 }
 
 impl RoutingConfig {
+    /// One pool of static endpoints serving one base model, every setting at its
+    /// default: the smallest working config.
+    pub fn single_pool(pool: &str, endpoints: Vec<Endpoint>, model: &str) -> Self {
+        Self {
+            settings: RoutingSettings::default(),
+            pools: vec![PoolConfig::static_endpoints(pool, endpoints)],
+            models: vec![ModelConfig::base(model, pool)],
+        }
+    }
+
     pub fn pool(&self, name: &str) -> Option<&PoolConfig> {
         self.pools.iter().find(|p| p.name == name)
     }

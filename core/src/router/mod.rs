@@ -16,7 +16,7 @@ use crate::config::{Criticality, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
-use crate::scoring::{RequestShape, over_threshold, rank_top_in, ttft_totals, weighted_totals};
+use crate::scoring::{RequestShape, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
 pub use decision::{Decision, DecisionBasis, PodReport};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
@@ -138,7 +138,7 @@ impl Router {
         if !eligible.iter().any(|ok| *ok) {
             eligible.iter_mut().for_each(|ok| *ok = true);
         }
-        let ranked = rank_top_in(totals, eligible, settings.ranked_endpoints, &mut self.rng, &mut tables.order);
+        let ranked = rank_top(totals, eligible, settings.ranked_endpoints, &mut self.rng, &mut tables.order);
         let Some(&first) = ranked.first() else {
             return Err(ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s));
         };

@@ -19,7 +19,7 @@ use crate::config::{CostDefaults, Profile, Weights};
 use crate::endpoint::Endpoint;
 pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
-pub use rank::{rank_top, rank_top_in};
+pub use rank::rank_top;
 
 /// A pod's LoRA state for the requested adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,12 +2,8 @@
 //! equal pods share load instead of the first one taking it all.
 
 /// Indices of the `n` best totals, highest first; `eligible[i] == false` excludes `i`.
-pub fn rank_top(totals: &[f64], eligible: &[bool], n: usize, rng: &mut fastrand::Rng) -> Vec<usize> {
-    rank_top_in(totals, eligible, n, rng, &mut Vec::new())
-}
-
-/// [`rank_top`], sorting in `order`, a buffer the caller keeps between calls.
-pub fn rank_top_in(
+/// Sorts in `order`, a buffer the caller keeps between calls.
+pub fn rank_top(
     totals: &[f64],
     eligible: &[bool],
     n: usize,
@@ -35,25 +31,27 @@ mod tests {
 
     #[test]
     fn best_first_and_truncated() {
-        let ranked = rank_top(&[0.1, 0.9, 0.5], &[true; 3], 2, &mut fastrand::Rng::with_seed(1));
+        let ranked = rank_top(&[0.1, 0.9, 0.5], &[true; 3], 2, &mut fastrand::Rng::with_seed(1), &mut Vec::new());
         assert_eq!(ranked, vec![1, 2]);
     }
 
     #[test]
     fn ineligible_candidates_are_skipped() {
-        let ranked = rank_top(&[0.1, 0.9, 0.5], &[true, false, true], 3, &mut fastrand::Rng::with_seed(1));
+        let ranked =
+            rank_top(&[0.1, 0.9, 0.5], &[true, false, true], 3, &mut fastrand::Rng::with_seed(1), &mut Vec::new());
         assert_eq!(ranked, vec![2, 0]);
     }
 
     #[test]
     fn ties_are_spread() {
         let mut rng = fastrand::Rng::with_seed(7);
-        let firsts = (0..200).filter(|_| rank_top(&[1.0, 1.0], &[true; 2], 1, &mut rng)[0] == 0).count();
+        let mut order = Vec::new();
+        let firsts = (0..200).filter(|_| rank_top(&[1.0, 1.0], &[true; 2], 1, &mut rng, &mut order)[0] == 0).count();
         assert!((60..140).contains(&firsts), "{firsts}");
     }
 
     #[test]
     fn empty_pool_gives_empty_list() {
-        assert!(rank_top(&[], &[], 3, &mut fastrand::Rng::with_seed(1)).is_empty());
+        assert!(rank_top(&[], &[], 3, &mut fastrand::Rng::with_seed(1), &mut Vec::new()).is_empty());
     }
 }

@@ -14,10 +14,13 @@ use std::borrow::Cow;
 use super::Unsupported;
 use super::capped::CappedText;
 use super::lexer::Listener;
+use crate::api_error::ApiError;
+use crate::request::model_field::ModelField;
 use crate::request::prompt::{TOOLS_TAG, push_content, push_role_tag};
+use crate::request::{InferenceRequest, into_request};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum TopField {
+enum TopField {
     Model,
     Stream,
     Messages,
@@ -52,6 +55,16 @@ enum MessageField {
 }
 
 impl MessageField {
+    /// Its place in [`Message::seen`]; other fields are not tracked.
+    fn slot(self) -> Option<usize> {
+        match self {
+            MessageField::Role => Some(0),
+            MessageField::Content => Some(1),
+            MessageField::ToolCalls => Some(2),
+            MessageField::Other => None,
+        }
+    }
+
     fn from_key(name: &[u8]) -> Self {
         match name {
             b"role" => MessageField::Role,
@@ -106,28 +119,15 @@ struct Message {
 }
 
 impl Message {
+    /// Notes `field`; a second one is a duplicate, which serde refuses.
     fn mark(&mut self, field: MessageField) -> Result<(), Unsupported> {
-        let slot = match field {
-            MessageField::Role => 0,
-            MessageField::Content => 1,
-            MessageField::ToolCalls => 2,
-            MessageField::Other => return Ok(()),
-        };
-        let seen = self.seen.get_mut(slot).ok_or(Unsupported)?;
-        if std::mem::replace(seen, true) {
-            return Err(Unsupported);
-        }
-        Ok(())
+        let duplicate =
+            field.slot().and_then(|slot| self.seen.get_mut(slot)).is_some_and(|seen| std::mem::replace(seen, true));
+        if duplicate { Err(Unsupported) } else { Ok(()) }
     }
 
     fn has(&self, field: MessageField) -> bool {
-        let slot = match field {
-            MessageField::Role => 0,
-            MessageField::Content => 1,
-            MessageField::ToolCalls => 2,
-            MessageField::Other => return false,
-        };
-        self.seen.get(slot).copied().unwrap_or(false)
+        field.slot().and_then(|slot| self.seen.get(slot)).copied().unwrap_or(false)
     }
 }
 
@@ -140,18 +140,18 @@ enum TextSink {
 pub(super) struct Extract {
     top_key: TopField,
     top_seen: Vec<TopField>,
-    pub(super) model: Option<Vec<u8>>,
-    pub(super) stream: Option<Vec<u8>>,
-    pub(super) max_tokens: Option<Vec<u8>>,
-    pub(super) max_completion_tokens: Option<Vec<u8>>,
+    model: Option<Vec<u8>>,
+    stream: Option<Vec<u8>>,
+    max_tokens: Option<Vec<u8>>,
+    max_completion_tokens: Option<Vec<u8>>,
     in_messages: bool,
     message: Option<Message>,
     capture: Option<Capture>,
     raw: Vec<u8>,
     text_sink: Option<TextSink>,
-    pub(super) tools: CappedText,
-    pub(super) messages: CappedText,
-    pub(super) prompt: CappedText,
+    tools: CappedText,
+    messages: CappedText,
+    prompt: CappedText,
 }
 
 impl Extract {
@@ -172,6 +172,29 @@ impl Extract {
             messages: CappedText::new(prompt_cap),
             prompt: CappedText::new(prompt_cap),
         }
+    }
+
+    /// The body is complete: decodes the small fields as serde would have in the
+    /// whole-body parse, and joins the prompt's parts in the engine's order.
+    pub(super) fn into_request(self) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
+        fn decode<'a, T: serde::Deserialize<'a>>(raw: Option<&'a [u8]>) -> Result<Option<T>, Unsupported> {
+            raw.map(|raw| serde_json::from_slice::<Option<T>>(raw).map_err(|_| Unsupported))
+                .transpose()
+                .map(Option::flatten)
+        }
+        let model = match self.model.as_deref() {
+            None => ModelField::Missing,
+            Some(raw) => serde_json::from_slice(raw).map_err(|_| Unsupported)?,
+        };
+        let stream: Option<bool> = decode(self.stream.as_deref())?;
+        let max_tokens: Option<u32> = decode(self.max_tokens.as_deref())?;
+        let max_completion_tokens: Option<u32> = decode(self.max_completion_tokens.as_deref())?;
+        let prompt_len = self.tools.len().saturating_add(self.messages.len()).saturating_add(self.prompt.len());
+        let mut prompt = self.tools.kept().to_vec();
+        prompt.extend_from_slice(self.messages.kept());
+        prompt.extend_from_slice(self.prompt.kept());
+        prompt.truncate(self.tools.cap());
+        Ok(into_request(model, stream, prompt, prompt_len, max_completion_tokens.or(max_tokens)))
     }
 
     fn begin_capture(&mut self, level: usize, at: usize, sink: Sink) {
@@ -302,7 +325,7 @@ impl Extract {
 }
 
 impl Listener for Extract {
-    fn value_start(&mut self, level: usize, first: u8, _chunk: &[u8], at: usize) -> Result<bool, Unsupported> {
+    fn value_start(&mut self, level: usize, first: u8, at: usize) -> Result<bool, Unsupported> {
         if self.capture.is_some() {
             return Ok(false);
         }

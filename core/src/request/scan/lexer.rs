@@ -13,7 +13,7 @@ use super::Unsupported;
 pub(super) trait Listener {
     /// A value begins at `chunk[at]` with byte `first`, inside `level` containers.
     /// For a string, the answer says whether to decode its text into [`Listener::text`].
-    fn value_start(&mut self, level: usize, first: u8, chunk: &[u8], at: usize) -> Result<bool, Unsupported>;
+    fn value_start(&mut self, level: usize, first: u8, at: usize) -> Result<bool, Unsupported>;
     /// The value that began at `level` ends just before `chunk[end]`.
     fn value_end(&mut self, level: usize, chunk: &[u8], end: usize) -> Result<(), Unsupported>;
     /// An object key at `level`, as written, with whether it held an escape.
@@ -198,7 +198,7 @@ impl Lexer {
     fn token<L: Listener>(&mut self, byte: u8, chunk: &[u8], at: usize, listener: &mut L) -> Result<(), Unsupported> {
         match (self.state, byte) {
             (State::ValueOrArrayEnd, b']') | (State::KeyOrObjectEnd, b'}') => self.close(byte, chunk, at, listener),
-            (State::Value | State::ValueOrArrayEnd, _) => self.begin_value(byte, chunk, at, listener),
+            (State::Value | State::ValueOrArrayEnd, _) => self.begin_value(byte, at, listener),
             (State::KeyOrObjectEnd | State::Key, b'"') => {
                 self.key.clear();
                 self.key_escaped = false;
@@ -218,27 +218,21 @@ impl Lexer {
         }
     }
 
-    fn begin_value<L: Listener>(
-        &mut self,
-        byte: u8,
-        chunk: &[u8],
-        at: usize,
-        listener: &mut L,
-    ) -> Result<(), Unsupported> {
+    fn begin_value<L: Listener>(&mut self, byte: u8, at: usize, listener: &mut L) -> Result<(), Unsupported> {
         let level = self.stack.len();
         self.state = match byte {
             b'{' | b'[' => {
-                listener.value_start(level, byte, chunk, at)?;
+                listener.value_start(level, byte, at)?;
                 self.stack.push(byte);
                 if byte == b'{' { State::KeyOrObjectEnd } else { State::ValueOrArrayEnd }
             }
             b'"' => {
-                let decoded = listener.value_start(level, byte, chunk, at)?;
+                let decoded = listener.value_start(level, byte, at)?;
                 let role = if decoded { StringRole::Decoded } else { StringRole::Skipped };
                 State::String { role, escape: Escape::None }
             }
             b'-' | b'0'..=b'9' => {
-                listener.value_start(level, byte, chunk, at)?;
+                listener.value_start(level, byte, at)?;
                 State::Number(match byte {
                     b'-' => Number::Minus,
                     b'0' => Number::Zero,
@@ -246,7 +240,7 @@ impl Lexer {
                 })
             }
             b't' | b'f' | b'n' => {
-                listener.value_start(level, byte, chunk, at)?;
+                listener.value_start(level, byte, at)?;
                 let rest: &'static [u8] = match byte {
                     b't' => b"rue",
                     b'f' => b"alse",

@@ -13,8 +13,7 @@ mod extract;
 mod lexer;
 mod utf8;
 
-use super::model_field::ModelField;
-use super::{InferenceRequest, into_request};
+use super::InferenceRequest;
 use crate::api_error::ApiError;
 
 /// The scanner cannot follow this body (an unusual shape, or invalid JSON).
@@ -75,34 +74,10 @@ impl RequestScanner {
         if self.given_up || !self.lexer.complete() || !self.utf8.complete() {
             return ScanOutcome::NeedsFullParse;
         }
-        match self.extract.into_fields() {
+        match self.extract.into_request() {
             Ok(read) => ScanOutcome::Read(read),
             Err(Unsupported) => ScanOutcome::NeedsFullParse,
         }
-    }
-}
-
-impl extract::Extract {
-    /// Decodes the small fields, as serde would have in the whole-body parse.
-    fn into_fields(self) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
-        fn decode<'a, T: serde::Deserialize<'a>>(raw: Option<&'a [u8]>) -> Result<Option<T>, Unsupported> {
-            raw.map(|raw| serde_json::from_slice::<Option<T>>(raw).map_err(|_| Unsupported))
-                .transpose()
-                .map(Option::flatten)
-        }
-        let model = match self.model.as_deref() {
-            None => ModelField::Missing,
-            Some(raw) => serde_json::from_slice(raw).map_err(|_| Unsupported)?,
-        };
-        let stream: Option<bool> = decode(self.stream.as_deref())?;
-        let max_tokens: Option<u32> = decode(self.max_tokens.as_deref())?;
-        let max_completion_tokens: Option<u32> = decode(self.max_completion_tokens.as_deref())?;
-        let prompt_len = self.tools.len().saturating_add(self.messages.len()).saturating_add(self.prompt.len());
-        let mut prompt = self.tools.kept().to_vec();
-        prompt.extend_from_slice(self.messages.kept());
-        prompt.extend_from_slice(self.prompt.kept());
-        prompt.truncate(self.tools.cap());
-        Ok(into_request(model, stream, prompt, prompt_len, max_completion_tokens.or(max_tokens)))
     }
 }
 
