@@ -182,6 +182,7 @@ fn body_prefix_len() -> usize {
 #[derive(Debug, Clone)]
 pub struct Footprint {
     pub wasm_bytes: u64,
+    /// Summed over the worker VMs.
     pub vm_memory_bytes: u64,
     pub envoy_rss_plain_mib: f64,
     pub envoy_rss_infergate_mib: f64,

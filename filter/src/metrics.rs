@@ -1,6 +1,8 @@
 //! Counters and gauges in Envoy's stats (`wasmcustom.infergate.*`). Ids are per VM, so
 //! each root context defines its own; a failed definition just disables that metric.
 
+use std::cell::Cell;
+
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
@@ -27,6 +29,46 @@ impl Metric {
             let _ = hostcalls::record_metric(id, value);
         }
     }
+
+    /// Moves a gauge by `delta`. Every worker VM's gauge of one name is one stat, so
+    /// moves from all workers add up where a `set` from one would overwrite the others.
+    fn shift(self, delta: i64) {
+        if let (Some(id), true) = (self.0, delta != 0) {
+            let _ = hostcalls::increment_metric(id, delta);
+        }
+    }
+}
+
+thread_local! {
+    /// What this VM has added to `infergate.vm.memory_bytes`.
+    static VM_MEMORY_REPORTED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The VM's linear memory, which only grows: its high-water mark.
+fn vm_memory_bytes() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        (core::arch::wasm32::memory_size(0) as u64).saturating_mul(65_536)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        0
+    }
+}
+
+/// Adds what this VM's memory grew since it last reported to the gauge, which so
+/// sums the linear memory of all worker VMs.
+pub fn report_vm_memory(gauge: Metric) {
+    let now = vm_memory_bytes();
+    let before = VM_MEMORY_REPORTED.with(|reported| reported.replace(now));
+    gauge.shift(i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(i64::try_from(before).unwrap_or(i64::MAX)));
+}
+
+/// Takes this VM's share out of the gauge when its plugin is torn down, so a reload
+/// that replaces the VMs does not leave their memory counted.
+pub fn withdraw_vm_memory(gauge: Metric) {
+    let before = VM_MEMORY_REPORTED.with(|reported| reported.replace(0));
+    gauge.shift(i64::try_from(before).map_or(i64::MIN, |b| -b));
 }
 
 /// The router's metrics.
@@ -46,7 +88,8 @@ pub struct RouterMetrics {
     pub snapshot_decode_failures: Metric,
     /// Snapshots decoded, summed over workers: one per generation per worker.
     pub snapshot_decodes: Metric,
-    /// This VM's linear memory; every worker sets it, so it shows the latest one's.
+    /// The linear memory of all worker VMs, summed; each reports its growth on every
+    /// new snapshot.
     pub vm_memory_bytes: Metric,
 }
 

@@ -24,7 +24,14 @@ enum Role {
     Global(Rc<GlobalShared>),
 }
 
-impl Context for PluginRoot {}
+impl Context for PluginRoot {
+    fn on_done(&mut self) -> bool {
+        if let Some(Role::Router(shared)) = &self.role {
+            shared.on_done();
+        }
+        true
+    }
+}
 
 impl RootContext for PluginRoot {
     fn on_configure(&mut self, _size: usize) -> bool {

@@ -26,7 +26,7 @@ pub struct Sample {
     pub envoy_rss_mib: f64,
     /// What Envoy's allocator has handed out (admin `/memory`), without its caches.
     pub envoy_allocated_mib: f64,
-    /// One worker VM's linear memory (the filter sets it on every new snapshot).
+    /// The worker VMs' linear memory, summed (each adds its growth on a new snapshot).
     pub vm_memory_mib: f64,
     pub agent_rss_mib: f64,
     /// The snapshot in Envoy's shared data; besides it, 16 bytes per pod of load keys.

@@ -93,3 +93,30 @@ async fn every_metric_the_dashboard_queries_is_exported() {
     }
     assert!(checked >= 20, "only {checked} references checked");
 }
+
+/// The VM memory panel's figure after 40 requests, each on its own connection so that
+/// every worker serves some (a worker reports when a request finds a new snapshot).
+async fn vm_memory_after_traffic(workers: u32) -> u64 {
+    let stack = Stack::start(StackSpec { envoy_concurrency: workers, ..StackSpec::default() }).await;
+    let fresh_connections = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let url = format!("{}/v1/chat/completions", stack.gateway_url);
+    for _ in 0..40 {
+        let body = infergate_e2e::client::chat_body("m", "Hello there", 1).to_string();
+        let response = fresh_connections.post(&url).header("content-type", "application/json").body(body);
+        assert_eq!(response.send().await.unwrap().status(), 200);
+    }
+    stack.stat("infergate.vm.memory_bytes").await.unwrap_or(0)
+}
+
+/// `infergate.vm.memory_bytes` sums the worker VMs, so two workers show about twice
+/// what one does. (Were each worker to set it to its own size, the figure would flip
+/// between workers, and a one-page difference between them would read as growth.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vm_memory_gauge_sums_the_worker_vms() {
+    let one = vm_memory_after_traffic(1).await;
+    let two = vm_memory_after_traffic(2).await;
+    assert!(one >= 1 << 20, "one worker VM reports {one} bytes");
+    let ratio = two as f64 / one as f64;
+    eprintln!("VM memory: one worker {one} bytes, two workers {two} bytes");
+    assert!((1.7..=2.3).contains(&ratio), "two workers report {two} bytes, one {one}: {ratio:.2}x");
+}

@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         }
         let footprint = datapath::footprint(&gateways, decodes_before, since).await;
         format!(
-            "{}\n- `.wasm`: {} bytes\n- wasm linear memory (a worker's VM, after the run): {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            "{}\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
             footprint.wasm_bytes,
             footprint.vm_memory_bytes,

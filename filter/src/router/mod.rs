@@ -13,7 +13,7 @@ use infergate_core::snapshot::Snapshot;
 
 use crate::host;
 use crate::ledger::SharedLedger;
-use crate::metrics::{PoolMetrics, RouterMetrics};
+use crate::metrics::{PoolMetrics, RouterMetrics, report_vm_memory, withdraw_vm_memory};
 use crate::peers::PrefixPeers;
 use crate::singleton::decode_generation;
 pub use http::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER, RouterHttp};
@@ -27,18 +27,6 @@ pub struct RouterShared {
     metrics: RouterMetrics,
     pools: RefCell<HashMap<String, PoolMetrics>>,
     peers: PrefixPeers,
-}
-
-/// The VM's linear memory, which only grows: its high-water mark.
-fn vm_memory_bytes() -> u64 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        (core::arch::wasm32::memory_size(0) as u64).saturating_mul(65_536)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        0
-    }
 }
 
 impl RouterShared {
@@ -74,7 +62,7 @@ impl RouterShared {
             self.generation.set(published);
             self.metrics.snapshot_generation.set(published);
             self.metrics.snapshot_decodes.increment();
-            self.metrics.vm_memory_bytes.set(vm_memory_bytes());
+            report_vm_memory(self.metrics.vm_memory_bytes);
             match host::shared_data(SNAPSHOT_KEY).map(|bytes| Snapshot::decode(&bytes)) {
                 Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &SharedLedger),
                 Some(Err(err)) => {
@@ -116,6 +104,11 @@ impl RouterShared {
     /// A request arrived on this worker.
     pub fn on_request(&self) {
         self.peers.join();
+    }
+
+    /// The plugin is being torn down: its VM's memory no longer counts.
+    pub fn on_done(&self) {
+        withdraw_vm_memory(self.metrics.vm_memory_bytes);
     }
 
     pub fn on_tick(&self) {
