@@ -13,7 +13,7 @@ use infergate_core::config::{Engine, InfergateConfig};
 use infergate_core::filter_config::{SNAPSHOT_PATH, SUMMARY_PATH};
 use infergate_core::global::summarize;
 use infergate_core::snapshot::Snapshot;
-use infergate_metrics_agent::discovery::kubernetes::{self, ConfigResource};
+use infergate_metrics_agent::discovery::kubernetes::{self, ControlEndpoints, NamespacedName};
 use infergate_metrics_agent::discovery::{Fleet, config_file};
 use infergate_metrics_agent::push::Pusher;
 use infergate_metrics_agent::scrape::{fetch_metrics, unix_ms};
@@ -54,11 +54,18 @@ struct RunArgs {
     /// instead of --config, and follow its changes. Uses the in-cluster service
     /// account, or KUBECONFIG.
     #[arg(long, value_name = "NAMESPACE/NAME")]
-    config_resource: Option<ConfigResource>,
+    config_resource: Option<NamespacedName>,
     /// Control listener base URL of each gateway replica; repeat for several. Defaults
     /// to http://<gateway.control> from the config.
     #[arg(long = "control")]
     controls: Vec<String>,
+    /// Push to every ready endpoint of this Service (NAMESPACE/NAME, the
+    /// `infergate-control` Service that infergate-envoy-config renders), followed as
+    /// gateway replicas come and go, instead of to --control. Pushing through the
+    /// Service would reach one replica per push. Uses the in-cluster service account,
+    /// or KUBECONFIG.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "controls")]
+    control_service: Option<NamespacedName>,
     /// File holding the bearer token shared with Envoy.
     #[arg(long, conflicts_with = "token_env", required_unless_present = "token_env")]
     token_file: Option<PathBuf>,
@@ -175,15 +182,21 @@ async fn run(args: RunArgs) -> Result<(), String> {
         sources = start_config_source(&args) => sources?,
     };
     let initial = Arc::clone(&config.borrow());
+    let needs_kube = args.control_service.is_some() || initial.pools.iter().any(|p| p.discovery.is_some());
     let kube = match kube {
         Some(client) => Some(client),
-        None if initial.pools.iter().any(|p| p.discovery.is_some()) => Some(kube_client().await?),
+        None if needs_kube => Some(kube_client().await?),
         None => None,
     };
-    let controls = if args.controls.is_empty() {
-        vec![format!("http://{}", initial.gateway.control)]
-    } else {
-        args.controls.clone()
+    let (controls, mut gateway_changes) = match (&args.control_service, &kube) {
+        (Some(service), Some(client)) => {
+            let (sender, receiver) = watch::channel(None);
+            tokio::spawn(kubernetes::follow_control_service(client.clone(), service.clone(), sender));
+            tracing::info!(%service, "pushing to the ready endpoints of the control Service");
+            (Vec::new(), Some(receiver))
+        }
+        _ if args.controls.is_empty() => (vec![format!("http://{}", initial.gateway.control)], None),
+        _ => (args.controls.clone(), None),
     };
     let client = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(30))
@@ -204,6 +217,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         None => None,
     };
     let mut pusher = Pusher::new(client.clone(), controls, SNAPSHOT_PATH, token, push_timeout);
+    telemetry.track_gateways(pusher.targets().iter().map(String::as_str));
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut fleet_changes = follow_fleet(config, kube);
     let mut scraper = FleetScraper::new(client, fleet_changes.borrow_and_update().clone());
@@ -227,6 +241,11 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 }
                 tracing::info!(pods = scraper.targets().len(), pods_changed, "fleet changed; pushing now");
             }
+            Some(gateways) = next_change(&mut gateway_changes) => {
+                pusher.set_targets(gateways);
+                telemetry.track_gateways(pusher.targets().iter().map(String::as_str));
+                tracing::info!(targets = ?pusher.targets(), "gateway replicas changed; pushing now");
+            }
         }
         let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
         // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
@@ -239,6 +258,20 @@ async fn run(args: RunArgs) -> Result<(), String> {
     server.abort();
     tracing::info!("metrics-agent stopped");
     Ok(())
+}
+
+/// The next set of gateway replicas, once the control Service's endpoints are listed;
+/// never, when the gateways are given on the command line.
+async fn next_change(changes: &mut Option<watch::Receiver<Option<ControlEndpoints>>>) -> Option<ControlEndpoints> {
+    let Some(receiver) = changes else { return std::future::pending().await };
+    match receiver.changed().await {
+        Ok(()) => receiver.borrow_and_update().clone(),
+        // The follower has stopped: keep pushing to the last known replicas.
+        Err(_) => {
+            *changes = None;
+            None
+        }
+    }
 }
 
 /// The config's source: the `InferenceGatewayConfig` named by `--config-resource`, or
@@ -368,7 +401,7 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
         let age = attempt.last_success.map_or(f64::INFINITY, |at| now.saturating_duration_since(at).as_secs_f64());
         telemetry.push_age_seconds.get_or_create(&label).set(age);
     }
-    telemetry.set_ready(all_ok);
+    telemetry.set_ready(all_ok && !pusher.targets().is_empty());
     Some((snapshot, any_accepted))
 }
 

@@ -42,6 +42,7 @@ pub struct Attempt {
 
 pub struct Pusher {
     client: reqwest::Client,
+    path: String,
     targets: Vec<String>,
     token: ControlToken,
     timeout: Duration,
@@ -58,13 +59,30 @@ impl Pusher {
         token: ControlToken,
         timeout: Duration,
     ) -> Self {
-        let targets: Vec<String> = targets.into_iter().map(|t| format!("{}{path}", t.trim_end_matches('/'))).collect();
-        let history = vec![History::default(); targets.len()];
-        Self { client, targets, token, timeout, history }
+        let mut pusher =
+            Self { client, path: path.to_string(), targets: Vec::new(), token, timeout, history: Vec::new() };
+        pusher.set_targets(targets);
+        pusher
     }
 
     pub fn targets(&self) -> &[String] {
         &self.targets
+    }
+
+    /// Pushes to these base URLs from now on. A target that stays keeps its backoff and
+    /// its last success; a new one is pushed to at the next push.
+    pub fn set_targets(&mut self, bases: impl IntoIterator<Item = String>) {
+        let targets: Vec<String> =
+            bases.into_iter().map(|base| format!("{}{}", base.trim_end_matches('/'), self.path)).collect();
+        let history = targets
+            .iter()
+            .map(|target| {
+                let kept = self.targets.iter().zip(&self.history).find(|(old, _)| *old == target);
+                kept.map(|(_, history)| *history).unwrap_or_default()
+            })
+            .collect();
+        self.targets = targets;
+        self.history = history;
     }
 
     /// Pushes to all targets at once; one attempt per target, in order. A failing
@@ -118,5 +136,34 @@ impl Pusher {
         }
         let body = response.text().await.unwrap_or_default();
         Err(PushError::Refused { status: status.as_u16(), body: body.chars().take(300).collect() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing listens on port 1: a push there fails at once.
+    const DEAD: &str = "http://127.0.0.1:1";
+
+    fn pusher(targets: &[&str]) -> Pusher {
+        let token = ControlToken::new("t").unwrap();
+        let targets = targets.iter().map(|t| t.to_string()).collect();
+        Pusher::new(reqwest::Client::new(), targets, "/v1/snapshot", token, Duration::from_millis(200))
+    }
+
+    #[tokio::test]
+    async fn a_kept_target_keeps_its_backoff_and_a_new_one_is_tried_at_once() {
+        let mut pusher = pusher(&[DEAD]);
+        let first = pusher.push(Bytes::from_static(b"x")).await;
+        assert!(matches!(first[0].result, Some(Err(_))));
+        pusher.set_targets([DEAD.to_string(), "http://127.0.0.1:2/".to_string()]);
+        assert_eq!(pusher.targets(), ["http://127.0.0.1:1/v1/snapshot", "http://127.0.0.1:2/v1/snapshot"]);
+        let second = pusher.push(Bytes::from_static(b"x")).await;
+        assert!(second[0].result.is_none(), "the failing target was pushed to again before its backoff");
+        assert!(second[0].was_failing);
+        assert!(matches!(second[1].result, Some(Err(_))), "the new target was not tried");
+        pusher.set_targets(Vec::new());
+        assert!(pusher.push(Bytes::from_static(b"x")).await.is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! The agent's own endpoints: `/metrics` (Prometheus, via `prometheus-client`),
 //! `/healthz` (the process runs) and `/readyz` (the last push reached every gateway).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,8 +39,11 @@ pub struct Telemetry {
     pub pods: Gauge,
     pub fleet_changes: Counter,
     pub push_age_seconds: Family<TargetLabel, Gauge<f64, AtomicU64>>,
+    pub gateways: Gauge,
     /// The pods with a `scrape_errors` series.
-    pods_with_series: Mutex<std::collections::BTreeSet<String>>,
+    pods_with_series: Mutex<BTreeSet<String>>,
+    /// The snapshot push targets with `push_errors` and `push_age_seconds` series.
+    gateways_with_series: Mutex<BTreeSet<String>>,
     ready: AtomicBool,
 }
 
@@ -48,15 +52,35 @@ impl Telemetry {
     /// it exists before the first failure, and drops the series of pods that left, so
     /// that pod churn does not grow the exposition.
     pub fn track_pods<'a>(&self, pods: impl Iterator<Item = &'a str>) {
-        let Ok(mut known) = self.pods_with_series.lock() else { return };
-        let current: std::collections::BTreeSet<String> = pods.map(String::from).collect();
-        for gone in known.difference(&current) {
-            self.scrape_errors.remove(&PodLabel { pod: gone.clone() });
-        }
-        for pod in current.difference(&known) {
-            let _ = self.scrape_errors.get_or_create(&PodLabel { pod: pod.clone() });
-        }
-        *known = current;
+        let label = |pod: &str| PodLabel { pod: pod.to_string() };
+        track(
+            &self.pods_with_series,
+            pods,
+            |gone| {
+                self.scrape_errors.remove(&label(gone));
+            },
+            |new| {
+                let _ = self.scrape_errors.get_or_create(&label(new));
+            },
+        );
+    }
+
+    /// As [`Self::track_pods`], for the gateways snapshots are pushed to, which change
+    /// when the control Service's endpoints do.
+    pub fn track_gateways<'a>(&self, targets: impl Iterator<Item = &'a str>) {
+        let label = |target: &str| TargetLabel { target: target.to_string() };
+        let count = track(
+            &self.gateways_with_series,
+            targets,
+            |gone| {
+                self.push_errors.remove(&label(gone));
+                self.push_age_seconds.remove(&label(gone));
+            },
+            |new| {
+                let _ = self.push_errors.get_or_create(&label(new));
+            },
+        );
+        self.gateways.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     pub fn new() -> Arc<Self> {
@@ -71,7 +95,9 @@ impl Telemetry {
             pods: Gauge::default(),
             fleet_changes: Counter::default(),
             push_age_seconds: Family::default(),
-            pods_with_series: Mutex::new(std::collections::BTreeSet::new()),
+            gateways: Gauge::default(),
+            pods_with_series: Mutex::new(BTreeSet::new()),
+            gateways_with_series: Mutex::new(BTreeSet::new()),
             ready: AtomicBool::new(false),
         };
         if let Ok(mut registry) = telemetry.registry.lock() {
@@ -100,11 +126,13 @@ impl Telemetry {
                 "Age of the snapshot each gateway holds: time since its last accepted push",
                 telemetry.push_age_seconds.clone(),
             );
+            registry.register("gateways", "Gateway replicas snapshots are pushed to", telemetry.gateways.clone());
         }
         Arc::new(telemetry)
     }
 
-    /// Ready once a push has reached every gateway; not ready while any fails.
+    /// Ready once a push has reached every gateway; not ready while any fails, or while
+    /// there is no gateway to push to.
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
@@ -138,6 +166,22 @@ pub async fn serve(listener: tokio::net::TcpListener, telemetry: Arc<Telemetry>)
         .route("/readyz", get(readyz))
         .with_state(telemetry);
     axum::serve(listener, app).await
+}
+
+/// Replaces the `known` names with `current`, calling `gone` for each name that left
+/// and `new` for each that arrived. Returns how many there are now.
+fn track<'a>(
+    known: &Mutex<BTreeSet<String>>,
+    current: impl Iterator<Item = &'a str>,
+    mut gone: impl FnMut(&str),
+    mut new: impl FnMut(&str),
+) -> usize {
+    let Ok(mut known) = known.lock() else { return 0 };
+    let current: BTreeSet<String> = current.map(String::from).collect();
+    known.difference(&current).for_each(|name| gone(name));
+    current.difference(&known).for_each(|name| new(name));
+    *known = current;
+    known.len()
 }
 
 #[cfg(test)]

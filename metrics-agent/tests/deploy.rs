@@ -31,7 +31,7 @@ fn the_agents_rbac_only_reads_what_it_watches() {
         resources.extend(rule.resources.unwrap_or_default());
     }
     resources.sort();
-    assert_eq!(resources, ["inferencegatewayconfigs", "inferencepools", "pods"]);
+    assert_eq!(resources, ["endpointslices", "inferencegatewayconfigs", "inferencepools", "pods"]);
 }
 
 #[test]

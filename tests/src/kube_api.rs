@@ -267,6 +267,68 @@ pub fn pod(name: &str, labels: Value, ip: &str, ready: bool, deleting: bool, res
     })
 }
 
+/// One endpoint of an EndpointSlice: a gateway pod's address and its conditions
+/// (`ready: false` with `terminating: true` while it shuts down).
+#[derive(Debug, Clone, Copy)]
+pub struct SliceEndpoint<'a> {
+    pub ip: &'a str,
+    pub pod: &'a str,
+    pub ready: bool,
+    pub terminating: bool,
+}
+
+/// An EndpointSlice of a Service with one TCP port, as the EndpointSlice controller
+/// writes it.
+pub fn endpoint_slice(
+    service: &str,
+    namespace: &str,
+    port: (&str, u16),
+    endpoints: &[SliceEndpoint],
+    resource_version: &str,
+) -> Value {
+    let endpoints: Vec<Value> = endpoints
+        .iter()
+        .map(|e| {
+            json!({
+                "addresses": [e.ip],
+                "conditions": {"ready": e.ready, "serving": !e.terminating || e.ready, "terminating": e.terminating},
+                "nodeName": "gpu-node-1",
+                "targetRef": {"kind": "Pod", "namespace": namespace, "name": e.pod,
+                              "uid": format!("7a2b3c4d-0000-4000-8000-{:012}", e.pod.len() * 104_729)},
+                "zone": "us-east-1a"
+            })
+        })
+        .collect();
+    json!({
+        "kind": "EndpointSlice",
+        "apiVersion": "discovery.k8s.io/v1",
+        "metadata": {
+            "name": format!("{service}-x7k2p"),
+            "generateName": format!("{service}-"),
+            "namespace": namespace,
+            "uid": "5c6d7e8f-9999-4aaa-8bbb-cccc0000dddd",
+            "resourceVersion": resource_version,
+            "generation": 3,
+            "creationTimestamp": "2026-11-29T09:58:00Z",
+            "labels": {
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+                "kubernetes.io/service-name": service
+            },
+            "ownerReferences": [{
+                "apiVersion": "v1",
+                "kind": "Service",
+                "name": service,
+                "uid": "2d3e4f50-aaaa-4bbb-8ccc-dddd11112222",
+                "controller": true,
+                "blockOwnerDeletion": true
+            }]
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": port.0, "protocol": "TCP", "port": port.1}]
+    })
+}
+
 /// A kubeconfig that points a client at this server, without TLS or credentials.
 pub fn kubeconfig(url: &str) -> String {
     format!(

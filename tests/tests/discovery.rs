@@ -1,15 +1,16 @@
 //! Where the agent learns its config and pods. A watched infergate.yaml; and
 //! Kubernetes discovery against a replayed API server (no cluster runs here): pods
 //! added, turned not ready, terminating and deleted; BOOKMARK events; a 410 Gone that
-//! forces a new list; InferencePool selectors; and an InferenceGatewayConfig change
-//! that reaches the filter in real Envoy without a reload.
+//! forces a new list; InferencePool selectors; an InferenceGatewayConfig change
+//! that reaches the filter in real Envoy without a reload; and the gateway replicas
+//! found through the control Service's EndpointSlices.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use infergate_core::config::InfergateConfig;
-use infergate_e2e::kube_api::{FakeApiServer, event, gone, list, pod, pod_bookmark};
+use infergate_e2e::kube_api::{FakeApiServer, SliceEndpoint, endpoint_slice, event, gone, list, pod, pod_bookmark};
 use infergate_metrics_agent::discovery::PoolEndpoints;
 use infergate_metrics_agent::discovery::kubernetes::follow_pools;
 use serde_json::json;
@@ -335,4 +336,120 @@ async fn an_edited_config_file_reaches_envoy_without_a_reload_and_a_broken_edit_
     let line = log.lines().find(|l| l.contains("the changed config is invalid")).unwrap();
     assert!(line.contains("infergate.yaml:") && line.contains("scrape_timeout_msec"), "{line}");
     assert_eq!(stack.chat("m2", 4).await.status, 200);
+}
+
+const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/gw/endpointslices";
+
+/// A second gateway replica: an HTTP server on another loopback address and the same
+/// port as Envoy's control listener, which keeps what is pushed to it.
+async fn replica(port: u16) -> (Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>, tokio::task::JoinHandle<()>) {
+    let pushes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = Arc::clone(&pushes);
+    let app = axum::Router::new().route(
+        "/v1/snapshot",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let kept = Arc::clone(&kept);
+            async move {
+                let token = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+                kept.lock().unwrap().push((token, body.to_vec()));
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.2", port)).await.unwrap();
+    (pushes, tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }))
+}
+
+fn control_slice(port: u16, endpoints: &[SliceEndpoint], resource_version: &str) -> serde_json::Value {
+    endpoint_slice("infergate-control", "gw", ("control", port), endpoints, resource_version)
+}
+
+const GATEWAY_1: &str = "envoy-gw-5d8c7b9f4-abcde";
+const GATEWAY_2: &str = "envoy-gw-5d8c7b9f4-fghij";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_ready_endpoint_of_the_control_service_gets_every_push() {
+    let mut stack =
+        infergate_e2e::Stack::start(infergate_e2e::StackSpec { start_agent: false, ..Default::default() }).await;
+    let port = stack.config.gateway.control.port();
+    let (pushes, _replica) = replica(port).await;
+    let api = FakeApiServer::default();
+    let first = SliceEndpoint { ip: "127.0.0.1", pod: GATEWAY_1, ready: true, terminating: false };
+    let starting = SliceEndpoint { ip: "127.0.0.2", pod: GATEWAY_2, ready: false, terminating: false };
+    api.queue_list(
+        SLICES,
+        list("EndpointSliceList", "discovery.k8s.io/v1", "80", vec![control_slice(port, &[first, starting], "79")]),
+    );
+    let running = api.clone().start().await;
+    let kubeconfig = stack.path("kubeconfig");
+    std::fs::write(&kubeconfig, infergate_e2e::kube_api::kubeconfig(&running.url)).unwrap();
+    let kubeconfig = kubeconfig.to_string_lossy().to_string();
+    let config = stack.path("infergate.yaml");
+    // Returns once Envoy, the one ready endpoint, has accepted a push.
+    stack
+        .start_agent_with(
+            &[
+                std::ffi::OsStr::new("-c"),
+                config.as_os_str(),
+                std::ffi::OsStr::new("--control-service"),
+                std::ffi::OsStr::new("gw/infergate-control"),
+            ],
+            &[("KUBECONFIG", kubeconfig.as_str())],
+        )
+        .await;
+    assert!(
+        api.requests().iter().any(|r| r.contains("labelSelector=kubernetes.io%2Fservice-name%3Dinfergate-control")),
+        "{:?}",
+        api.requests()
+    );
+    assert!(pushes.lock().unwrap().is_empty(), "a replica that is not ready got a push");
+    let agent_metrics = || async {
+        let url = format!("{}/metrics", stack.agent_url);
+        stack.client().get(url).send().await.unwrap().text().await.unwrap()
+    };
+    assert!(agent_metrics().await.contains("infergate_agent_gateways 1\n"), "{}", agent_metrics().await);
+
+    // The second replica turns ready: it gets a push at once, signed with the token.
+    api.wait_for_watch(SLICES, 1).await;
+    let both = [first, SliceEndpoint { ready: true, ..starting }];
+    assert!(api.send_event(SLICES, event("MODIFIED", control_slice(port, &both, "81"))));
+    let started = Instant::now();
+    stack
+        .wait_until("the new replica's first push", Duration::from_secs(5), || async {
+            !pushes.lock().unwrap().is_empty()
+        })
+        .await;
+    eprintln!("the new replica got its first push {:?} after it turned ready", started.elapsed());
+    let (token, body) = pushes.lock().unwrap()[0].clone();
+    assert_eq!(token, format!("Bearer {}", infergate_e2e::stack::TOKEN));
+    let snapshot = infergate_core::snapshot::Snapshot::decode(&body).unwrap();
+    assert_eq!(snapshot.pools.iter().map(|p| p.pods.len()).sum::<usize>(), stack.fleet.pods.len());
+    assert!(agent_metrics().await.contains("infergate_agent_gateways 2\n"));
+
+    // The first replica is terminating: no more pushes reach it, and its series go.
+    let accepted = || async { stack.stat("infergate.control.accepted").await.unwrap_or(0) };
+    let leaving =
+        [SliceEndpoint { ready: false, terminating: true, ..first }, SliceEndpoint { ready: true, ..starting }];
+    assert!(api.send_event(SLICES, event("MODIFIED", control_slice(port, &leaving, "82"))));
+    stack
+        .wait_until("the agent to drop the terminating replica", Duration::from_secs(5), || async {
+            agent_metrics().await.contains("infergate_agent_gateways 1\n")
+        })
+        .await;
+    let before = accepted().await;
+    let replica_before = pushes.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(accepted().await, before, "the terminating replica still gets pushes");
+    assert!(pushes.lock().unwrap().len() >= replica_before + 5, "the remaining replica stopped getting pushes");
+    let metrics = agent_metrics().await;
+    assert!(!metrics.contains(&format!("127.0.0.1:{port}")), "{metrics}");
+
+    // No replica left: the agent is not ready, and says so.
+    assert!(api.send_event(SLICES, event("DELETED", control_slice(port, &leaving, "83"))));
+    stack
+        .wait_until("the agent to report no gateway", Duration::from_secs(5), || async {
+            let readyz = stack.client().get(format!("{}/readyz", stack.agent_url)).send().await.unwrap();
+            readyz.status() == 503 && agent_metrics().await.contains("infergate_agent_gateways 0\n")
+        })
+        .await;
 }

@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::NamespacedName;
 use super::watch::follow;
 
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -34,37 +35,11 @@ pub fn crd_yaml() -> Result<String, serde_yaml_ng::Error> {
     serde_yaml_ng::to_string(&InferenceGatewayConfig::crd())
 }
 
-/// `namespace/name` of the object to follow.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigResource {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::str::FromStr for ConfigResource {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.split_once('/') {
-            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
-                Ok(Self { namespace: namespace.into(), name: name.into() })
-            }
-            _ => Err(format!("expected NAMESPACE/NAME, got {s:?}")),
-        }
-    }
-}
-
-impl std::fmt::Display for ConfigResource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
 /// Sends each valid version of the object's spec. An invalid spec is logged with the
 /// failing field and the running config is kept.
 pub async fn follow_config(
     client: Client,
-    resource: ConfigResource,
+    resource: NamespacedName,
     sender: watch::Sender<Option<Arc<InfergateConfig>>>,
 ) {
     let api: Api<InferenceGatewayConfig> = Api::namespaced(client, &resource.namespace);

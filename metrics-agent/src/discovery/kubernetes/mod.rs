@@ -1,8 +1,11 @@
 //! Kubernetes discovery: one follower task per pool that has a `discovery` source,
-//! restarted when that source changes in the config.
+//! restarted when that source changes in the config; the config resource; and the
+//! gateway replicas behind the control Service.
 
+mod control_service;
 mod gateway_config;
 mod inference_pool;
+mod name;
 mod pods;
 mod watch;
 
@@ -14,8 +17,10 @@ use kube::Client;
 use tokio::sync::{mpsc, watch as channel};
 use tokio::task::JoinHandle;
 
-pub use gateway_config::{ConfigResource, InferenceGatewayConfig, InferenceGatewayConfigSpec, crd_yaml, follow_config};
+pub use control_service::{ControlEndpoints, follow_control_service};
+pub use gateway_config::{InferenceGatewayConfig, InferenceGatewayConfigSpec, crd_yaml, follow_config};
 pub use inference_pool::{InferencePool, InferencePoolSpec};
+pub use name::NamespacedName;
 pub use pods::serving_endpoints;
 
 use crate::discovery::PoolEndpoints;
