@@ -135,6 +135,23 @@ impl PoolMetrics {
     }
 }
 
+/// How prefix records reach the other workers: each batch goes to every other
+/// worker's queue, so `enqueued / batches` is the number of peers a worker sends to.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerMetrics {
+    pub batches: Metric,
+    pub enqueued: Metric,
+}
+
+impl PeerMetrics {
+    pub fn define() -> Self {
+        Self {
+            batches: Metric::counter("infergate.prefix.batches"),
+            enqueued: Metric::counter("infergate.prefix.enqueued"),
+        }
+    }
+}
+
 /// The control listener's metrics.
 #[derive(Debug, Clone, Copy)]
 pub struct ControlMetrics {

@@ -16,6 +16,7 @@ use infergate_core::filter_config::{PREFIX_PEERS_KEY, PREFIX_QUEUE_PREFIX};
 use infergate_core::prefix::PrefixRecord;
 
 use crate::host;
+use crate::metrics::PeerMetrics;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
@@ -39,6 +40,7 @@ pub struct PrefixPeers {
     pending: RefCell<Vec<PrefixRecord>>,
     last_flush_ms: Cell<u64>,
     ticking: Cell<bool>,
+    metrics: PeerMetrics,
 }
 
 impl PrefixPeers {
@@ -53,6 +55,7 @@ impl PrefixPeers {
             pending: RefCell::new(Vec::new()),
             last_flush_ms: Cell::new(0),
             ticking: Cell::new(false),
+            metrics: PeerMetrics::define(),
         }
     }
 
@@ -72,6 +75,16 @@ impl PrefixPeers {
                 self.own_name
             ),
         }
+    }
+
+    /// Takes this worker's queue off the list when its plugin is torn down (a changed
+    /// config, a new module). Nothing would drain the queue any more, so every record
+    /// the other workers sent there would stay in Envoy's memory; what is in it now is
+    /// dropped.
+    pub fn leave(&self) {
+        let Some(queue) = self.own_queue.take() else { return };
+        remove_from_registry(&self.own_name);
+        while host::dequeue(queue).is_some() {}
     }
 
     pub fn own_queue(&self) -> Option<u32> {
@@ -119,13 +132,15 @@ impl PrefixPeers {
     fn broadcast(&self, message: &[u8]) {
         self.refresh();
         let Ok(mut peers) = self.peers.try_borrow_mut() else { return };
+        self.metrics.batches.increment();
         for (name, queue) in peers.iter_mut() {
             if queue.is_none() {
                 *queue = host::resolve_queue(&self.vm_id, name);
             }
             if let Some(id) = *queue {
-                if host::enqueue(id, message).is_err() {
-                    *queue = None;
+                match host::enqueue(id, message) {
+                    Ok(()) => self.metrics.enqueued.increment(),
+                    Err(_) => *queue = None,
                 }
             }
         }
@@ -156,15 +171,32 @@ fn registry_names(value: Option<&[u8]>) -> Vec<String> {
 }
 
 fn add_to_registry(name: &str) {
+    let added = update_registry(|names| {
+        names.push(name.to_string());
+        let skip = names.len().saturating_sub(MAX_PEERS);
+        names.drain(..skip);
+    });
+    if !added {
+        log::warn!("infergate router: could not list {name} among the prefix peers");
+    }
+}
+
+fn remove_from_registry(name: &str) {
+    if !update_registry(|names| names.retain(|n| n != name)) {
+        log::warn!("infergate router: could not take {name} off the prefix peers; they keep sending to it");
+    }
+}
+
+/// Applies `change` to the list of queue names with compare-and-swap, retrying when
+/// another worker wrote in between. Returns whether it was stored.
+fn update_registry(change: impl Fn(&mut Vec<String>)) -> bool {
     for _ in 0..CAS_ATTEMPTS {
         let (value, cas) = host::shared_data_with_cas(PREFIX_PEERS_KEY);
         let mut names = registry_names(value.as_deref());
-        names.push(name.to_string());
-        let skip = names.len().saturating_sub(MAX_PEERS);
-        let text = names.into_iter().skip(skip).collect::<Vec<_>>().join("\n");
-        if host::set_shared_data_cas(PREFIX_PEERS_KEY, text.as_bytes(), cas).is_ok() {
-            return;
+        change(&mut names);
+        if host::set_shared_data_cas(PREFIX_PEERS_KEY, names.join("\n").as_bytes(), cas).is_ok() {
+            return true;
         }
     }
-    log::warn!("infergate router: could not list {name} among the prefix peers");
+    false
 }

@@ -10,6 +10,7 @@ pub mod client;
 pub mod fleet;
 pub mod global_router;
 pub mod kube_api;
+pub mod listener_file;
 pub mod procfs;
 pub mod soak;
 pub mod stack;

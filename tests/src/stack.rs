@@ -263,6 +263,8 @@ impl Stack {
             .arg("-c")
             .arg(self.path("envoy.yaml"))
             .args(["--concurrency", &concurrency.to_string(), "--log-level", "info"])
+            // A listener replaced through LDS drains this long before it goes.
+            .args(["--drain-time-s", "1"])
             .env("INFERGATE_CONTROL_TOKEN", TOKEN);
         match self.epoch {
             Some(epoch) => command.args([
@@ -270,8 +272,6 @@ impl Stack {
                 &self.base_id(),
                 "--restart-epoch",
                 &epoch.to_string(),
-                "--drain-time-s",
-                "1",
                 "--parent-shutdown-time-s",
                 "2",
             ]),
@@ -384,11 +384,16 @@ impl Stack {
 
     /// A `wasmcustom.*` counter or gauge from Envoy's stats.
     pub async fn stat(&self, name: &str) -> Option<u64> {
-        let url = format!("{}/stats?filter=wasmcustom.{}$", self.admin_url, name.replace('.', "\\."));
+        self.envoy_stat(&format!("wasmcustom.{name}")).await
+    }
+
+    /// Any of Envoy's counters or gauges, by its full name.
+    pub async fn envoy_stat(&self, name: &str) -> Option<u64> {
+        let url = format!("{}/stats?filter=^{}$", self.admin_url, name.replace('.', "\\."));
         let text = self.client.get(url).send().await.ok()?.text().await.ok()?;
         text.lines()
             .filter_map(|line| line.split_once(": "))
-            .find(|(key, _)| key.ends_with(name))
+            .find(|(key, _)| *key == name)
             .and_then(|(_, value)| value.trim().parse().ok())
     }
 

@@ -1,6 +1,7 @@
 //! Faults around the gateway, end to end in real Envoy: overload, a pool with no pod
 //! left, a hanging pod, a pod whose metrics freeze, a pod killed under concurrent load,
-//! and an agent that restarts. `make chaos` runs the load cases longer
+//! an agent that restarts, an Envoy hot restart, and a router config replaced through
+//! LDS. `make chaos` runs the load cases longer
 //! (`INFERGATE_CHAOS_REQUESTS`).
 
 use std::sync::Arc;
@@ -326,4 +327,59 @@ async fn an_envoy_hot_restart_fails_no_request_and_the_new_process_gets_the_snap
     let (sent, failures) = load.stop().await;
     eprintln!("{sent} requests across the hot restart, {} failed", failures.len());
     assert!(failures.is_empty(), "{} of {sent} failed: {:?}", failures.len(), &failures[..failures.len().min(5)]);
+}
+
+/// `count` chats with prompts no other request shares, each on its own connection so
+/// that both workers serve some.
+async fn unique_chats_on_fresh_connections(stack: &Stack, count: usize, tag: &str) {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    for n in 0..count {
+        let prompt = format!("{tag} {n}: ").repeat(40);
+        let reply = send(&client, &stack.gateway_url, &chat_body("m", &prompt, 1), &[]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+}
+
+/// Prefix-record batches sent and queue deliveries they made, so far.
+async fn prefix_sends(stack: &Stack) -> (u64, u64) {
+    (
+        stack.stat("infergate.prefix.batches").await.unwrap_or(0),
+        stack.stat("infergate.prefix.enqueued").await.unwrap_or(0),
+    )
+}
+
+/// A control plane changing the router's config makes Envoy start new plugin roots and
+/// tear the old ones down. The old roots' prefix queues must leave the peer list: no one
+/// drains them any more, so every record sent there would stay in Envoy's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_config_replaced_through_lds_leaves_no_dead_prefix_queue() {
+    let listeners_dir = tempfile::tempdir().unwrap();
+    let listeners = infergate_e2e::listener_file::ListenerFile::new(listeners_dir.path());
+    let stack = Stack::start(StackSpec { bootstrap: Some(listeners.writer()), ..StackSpec::default() }).await;
+    unique_chats_on_fresh_connections(&stack, 40, "before").await;
+
+    listeners.edit_router_config(|plugin| plugin["max_body_bytes"] = json!(1024));
+    // Envoy updates the listener in place: it drains the old filter chain for 1 s
+    // (`--drain-time-s`), then tears its plugin roots down.
+    let draining = || async { stack.envoy_stat("listener_manager.total_filter_chains_draining").await };
+    stack
+        .wait_until("the old filter chain to drain", Duration::from_secs(10), || async { draining().await == Some(1) })
+        .await;
+    stack
+        .wait_until("the old filter chain to go", Duration::from_secs(10), || async { draining().await == Some(0) })
+        .await;
+    assert_eq!(stack.envoy_stat("listener_manager.listener_modified").await, Some(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reply = send(&stack.client().clone(), &stack.gateway_url, &chat_body("m", &"x".repeat(2048), 1), &[]).await;
+    assert_eq!(reply.status, 413, "the new config is not in force: {}", reply.body);
+
+    // Both workers' new roots join; then each batch should reach the one other worker.
+    unique_chats_on_fresh_connections(&stack, 20, "warm").await;
+    let (batches, enqueued) = prefix_sends(&stack).await;
+    unique_chats_on_fresh_connections(&stack, 60, "after").await;
+    let (batches_after, enqueued_after) = prefix_sends(&stack).await;
+    let (batches, enqueued) = (batches_after - batches, enqueued_after - enqueued);
+    eprintln!("after the reload: {batches} batches made {enqueued} deliveries");
+    assert!(batches >= 10, "only {batches} batches");
+    assert!(enqueued <= batches, "{enqueued} deliveries for {batches} batches: a worker still sends to dead queues");
 }

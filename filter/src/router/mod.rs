@@ -106,8 +106,10 @@ impl RouterShared {
         self.peers.join();
     }
 
-    /// The plugin is being torn down: its VM's memory no longer counts.
+    /// The plugin is being torn down: its queue leaves the prefix peers, and its VM's
+    /// memory no longer counts.
     pub fn on_done(&self) {
+        self.peers.leave();
         withdraw_vm_memory(self.metrics.vm_memory_bytes);
     }
 
