@@ -128,8 +128,12 @@ impl Router {
         let profile = self.config.profile_for(pool);
         match settings.scoring {
             ScoringMode::PredictedTtft => ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.totals),
-            // The comparison mode allocates its five score columns; it is not the default.
-            ScoringMode::Weighted => tables.totals = weighted_totals(candidates, &self.config.weights_for(pool)),
+            ScoringMode::Weighted => weighted_totals(
+                candidates,
+                &self.config.weights_for(pool),
+                &mut tables.signal_column,
+                &mut tables.totals,
+            ),
         }
         let totals = &tables.totals;
         let eligible = &mut tables.eligible;

@@ -11,6 +11,8 @@ pub(super) struct PodTables {
     pub fresh: Vec<bool>,
     /// Each candidate's score; higher is better.
     pub totals: Vec<f64>,
+    /// One signal's scores, in the weighted mode.
+    pub signal_column: Vec<f64>,
     /// Whether each candidate may be chosen (under the KV threshold).
     pub eligible: Vec<bool>,
     /// (total, tie-break, index) of the eligible candidates, for ranking.

@@ -80,35 +80,31 @@ pub struct RequestShape {
     pub output_tokens: f64,
 }
 
-/// The per-signal scores of the weighted mode, in the order of [`Weights::named`].
-pub fn signal_scores(candidates: &[Candidate]) -> [Vec<f64>; 5] {
-    let mut out: [Vec<f64>; 5] = Default::default();
-    for slot in &mut out {
-        *slot = vec![0.0; candidates.len()];
-    }
-    let [kv, queue, running, lora, prefix] = &mut out;
-    kv_cache::score(candidates, kv);
-    queue_depth::score(candidates, queue);
-    running_requests::score(candidates, running);
-    lora_affinity::score(candidates, lora);
-    prefix_cache::score(candidates, prefix);
-    out
-}
+/// One weighted-mode scorer: a score in 0..=1 per candidate, higher is better.
+type Scorer = fn(&[Candidate], &mut [f64]);
 
-/// `total[i] = Σ weight_s · clamp(score_s[i], 0, 1)`; NaN scores count as 0.
-pub fn weighted_totals(candidates: &[Candidate], weights: &Weights) -> Vec<f64> {
-    let scores = signal_scores(candidates);
-    let mut totals = vec![0.0; candidates.len()];
-    for (column, (_, weight)) in scores.iter().zip(weights.named()) {
+/// The weighted mode's scorers, in the order of [`Weights::named`].
+const SCORERS: [Scorer; 5] =
+    [kv_cache::score, queue_depth::score, running_requests::score, lora_affinity::score, prefix_cache::score];
+
+/// `total[i] = Σ weight_s · clamp(score_s[i], 0, 1)`; NaN scores count as 0. Written
+/// into `totals`, one signal at a time through `column`: both are buffers the caller
+/// keeps between decisions. A signal of weight 0 is not computed.
+pub fn weighted_totals(candidates: &[Candidate], weights: &Weights, column: &mut Vec<f64>, totals: &mut Vec<f64>) {
+    totals.clear();
+    totals.resize(candidates.len(), 0.0);
+    column.clear();
+    column.resize(candidates.len(), 0.0);
+    for (scorer, (_, weight)) in SCORERS.iter().zip(weights.named()) {
         if weight == 0.0 {
             continue;
         }
-        for (total, score) in totals.iter_mut().zip(column) {
+        scorer(candidates, column);
+        for (total, score) in totals.iter_mut().zip(column.iter()) {
             let clamped = if score.is_nan() { 0.0 } else { score.clamp(0.0, 1.0) };
             *total += weight * clamped;
         }
     }
-    totals
 }
 
 /// Negated predicted costs, so that higher is better as in the weighted mode; written
@@ -143,6 +139,12 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn weighted_totals(candidates: &[Candidate], weights: &Weights) -> Vec<f64> {
+        let mut totals = Vec::new();
+        super::weighted_totals(candidates, weights, &mut Vec::new(), &mut totals);
+        totals
+    }
 
     #[test]
     fn the_least_loaded_pod_has_the_highest_total() {
