@@ -25,6 +25,10 @@ pub const SEQUENCE_KEY: &str = "infergate.sequence";
 /// worker: `infergate.load.<ip:port>`, 16 bytes, the in-flight count then the pending
 /// prefill tokens, each a little-endian u64.
 pub const LOAD_KEY_PREFIX: &str = "infergate.load.";
+/// Shared-data key prefix of the requests the global router sent a cluster since its
+/// newest summary, counted by every worker: `infergate.backlog.<cluster>`, 16 bytes,
+/// that summary's sequence then the count, each a little-endian u64.
+pub const BACKLOG_KEY_PREFIX: &str = "infergate.backlog.";
 /// Shared-data key of the router workers' prefix queues, one name per line.
 pub const PREFIX_PEERS_KEY: &str = "infergate.prefix-peers";
 /// Name prefix of each router worker's queue of prefix records from the others.

@@ -12,7 +12,7 @@ use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use crate::host;
+use crate::host::{self, UpdateError};
 use crate::metrics::ControlMetrics;
 use crate::summaries::{self, StoreError};
 
@@ -139,18 +139,18 @@ impl ControlHttp {
 /// Records `sequence` as the newest admitted, or returns the newer one already there.
 /// Compare-and-swap, because every worker's control context admits pushes.
 fn claim_sequence(sequence: u64) -> Result<(), u64> {
-    for _ in 0..16 {
-        let (value, cas) = host::shared_data_with_cas(SEQUENCE_KEY);
-        let highest = value.as_deref().and_then(|b| <[u8; 8]>::try_from(b).ok()).map_or(0, u64::from_le_bytes);
-        if value.is_some() && sequence <= highest {
-            return Err(highest);
+    let claim = |current: Option<&[u8]>| match current {
+        Some(bytes) => {
+            let highest = <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes);
+            if sequence <= highest { Err(highest) } else { Ok(sequence.to_le_bytes()) }
         }
-        if host::set_shared_data_cas(SEQUENCE_KEY, &sequence.to_le_bytes(), cas).is_ok() {
-            return Ok(());
-        }
+        None => Ok(sequence.to_le_bytes()),
+    };
+    match host::update_shared_data(SEQUENCE_KEY, claim) {
+        Err(UpdateError::Declined(highest)) => Err(highest),
+        // Contended that long, admit it: the singleton keeps the newest in queue order.
+        Ok(()) | Err(UpdateError::Contended | UpdateError::Host(_)) => Ok(()),
     }
-    // Contended that long, admit it: the singleton keeps the newest in queue order.
-    Ok(())
 }
 
 impl Context for ControlHttp {}

@@ -20,6 +20,7 @@ use infergate_core::router::model_list;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
+use crate::backlog;
 use crate::host;
 use crate::intake::{self, BodyIntake, Intake, RequestHeaders};
 use crate::metrics::{GlobalMetrics, Metric};
@@ -39,9 +40,6 @@ pub struct GlobalShared {
     generation: Cell<u64>,
     /// The newest summary of each configured cluster, in config order.
     summaries: RefCell<Vec<Option<ClusterSummary>>>,
-    /// Requests this worker sent to each cluster since its summary and that have not
-    /// started answering: their prefill is not in the summary yet.
-    dispatched: RefCell<Vec<u32>>,
     metrics: GlobalMetrics,
     /// Requests whose first choice was each cluster.
     chosen: Vec<Metric>,
@@ -62,7 +60,7 @@ struct Metering {
 #[derive(Clone, Copy)]
 struct Backlog {
     cluster: usize,
-    summary: Option<u64>,
+    summary: u64,
 }
 
 /// What a metered request remembers until its answer is complete.
@@ -96,7 +94,6 @@ impl GlobalShared {
         Self {
             metering,
             summaries: RefCell::new(vec![None; role.config.clusters.len()]),
-            dispatched: RefCell::new(vec![0; role.config.clusters.len()]),
             config: role.config,
             explain: role.explain,
             generation: Cell::new(u64::MAX),
@@ -112,17 +109,10 @@ impl GlobalShared {
             return;
         }
         self.generation.set(published);
-        let (Ok(mut loaded), Ok(mut dispatched)) = (self.summaries.try_borrow_mut(), self.dispatched.try_borrow_mut())
-        else {
-            return;
-        };
-        for ((slot, sent), cluster) in loaded.iter_mut().zip(dispatched.iter_mut()).zip(&self.config.clusters) {
+        let Ok(mut loaded) = self.summaries.try_borrow_mut() else { return };
+        for (slot, cluster) in loaded.iter_mut().zip(&self.config.clusters) {
             // Only a summary that names this cluster counts for it.
-            let newest = summaries::load(&cluster.name).filter(|s| s.cluster == cluster.name);
-            if newest.as_ref().map(|s| s.sequence) != slot.as_ref().map(|s| s.sequence) {
-                *sent = 0;
-            }
-            *slot = newest;
+            *slot = summaries::load(&cluster.name).filter(|s| s.cluster == cluster.name);
         }
     }
 
@@ -130,14 +120,18 @@ impl GlobalShared {
         self.refresh();
         let busy = || ApiError::no_ready_endpoint("(busy)", 1);
         let loaded = self.summaries.try_borrow().map_err(|_| busy())?;
-        let mut dispatched = self.dispatched.try_borrow_mut().map_err(|_| busy())?;
         let refs: Vec<Option<&ClusterSummary>> = loaded.iter().map(Option::as_ref).collect();
+        let dispatched: Vec<u32> = refs
+            .iter()
+            .zip(&self.config.clusters)
+            .map(|(summary, cluster)| summary.map_or(0, |s| backlog::sent_since(&cluster.name, s.sequence)))
+            .collect();
         let decision = rank_clusters(&self.config, &refs, &dispatched, model, class, host::now_unix_ms())?;
         let backlog = decision.chosen().and_then(|first| {
             let index = self.config.clusters.iter().position(|c| c.name == first.cluster)?;
-            let sent = dispatched.get_mut(index)?;
-            *sent = sent.saturating_add(1);
-            Some(Backlog { cluster: index, summary: loaded.get(index)?.as_ref().map(|s| s.sequence) })
+            let summary = loaded.get(index)?.as_ref()?.sequence;
+            backlog::sent(&first.cluster, summary);
+            Some(Backlog { cluster: index, summary })
         });
         Ok((decision, backlog))
     }
@@ -166,15 +160,9 @@ impl GlobalShared {
 
     /// A request started answering: it leaves the backlog, unless a newer summary,
     /// which counts it, already reset that.
-    fn answered(&self, backlog: Backlog) {
-        let (Ok(loaded), Ok(mut dispatched)) = (self.summaries.try_borrow(), self.dispatched.try_borrow_mut()) else {
-            return;
-        };
-        let current = loaded.get(backlog.cluster).and_then(|s| s.as_ref().map(|s| s.sequence));
-        if current == backlog.summary {
-            if let Some(sent) = dispatched.get_mut(backlog.cluster) {
-                *sent = sent.saturating_sub(1);
-            }
+    fn answered(&self, sent: Backlog) {
+        if let Some(cluster) = self.config.clusters.get(sent.cluster) {
+            backlog::answered(&cluster.name, sent.summary);
         }
     }
 

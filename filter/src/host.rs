@@ -73,8 +73,41 @@ pub fn shared_data_with_cas(key: &str) -> (Option<Vec<u8>>, Option<u32>) {
 }
 
 /// Writes only if nobody wrote since `cas` was read (`None`: unconditionally).
-pub fn set_shared_data_cas(key: &str, value: &[u8], cas: Option<u32>) -> Result<(), Status> {
+fn set_shared_data_cas(key: &str, value: &[u8], cas: Option<u32>) -> Result<(), Status> {
     hostcalls::set_shared_data(key, Some(value), cas)
+}
+
+/// Compare-and-swap retries before an update gives up: the contention is between a
+/// few workers.
+const CAS_ATTEMPTS: usize = 16;
+
+/// Why a shared-data update did not write.
+#[derive(Debug)]
+pub enum UpdateError<T> {
+    /// `change` declined, with its reason.
+    Declined(T),
+    /// Other workers wrote in between every attempt.
+    Contended,
+    Host(Status),
+}
+
+/// Rewrites a shared-data value from its current one, with compare-and-swap, because
+/// every worker may write it: `change` gets the current value (`None` if never set) and
+/// returns the new one, or declines. Retried when another worker wrote in between.
+pub fn update_shared_data<V: AsRef<[u8]>, T>(
+    key: &str,
+    mut change: impl FnMut(Option<&[u8]>) -> Result<V, T>,
+) -> Result<(), UpdateError<T>> {
+    for _ in 0..CAS_ATTEMPTS {
+        let (current, cas) = shared_data_with_cas(key);
+        let next = change(current.as_deref()).map_err(UpdateError::Declined)?;
+        match set_shared_data_cas(key, next.as_ref(), cas) {
+            Ok(()) => return Ok(()),
+            Err(Status::CasMismatch) => continue,
+            Err(status) => return Err(UpdateError::Host(status)),
+        }
+    }
+    Err(UpdateError::Contended)
 }
 
 /// The address of the upstream host that served the request, `ip:port`.

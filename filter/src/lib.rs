@@ -13,6 +13,7 @@
 //! only through `host`, whose calls return `Result`, and clippy denies the rest.
 #![deny(unsafe_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+mod backlog;
 mod control;
 mod global;
 mod host;
@@ -22,6 +23,7 @@ mod metrics;
 mod peers;
 mod root;
 mod router;
+mod shared_words;
 mod singleton;
 mod summaries;
 

@@ -20,7 +20,6 @@ use crate::metrics::PeerMetrics;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
-const CAS_ATTEMPTS: usize = 16;
 /// Longest a record waits before the other workers see it.
 const FLUSH_PERIOD_MS: u64 = 5;
 /// Hashes that make a batch go at once.
@@ -187,16 +186,12 @@ fn remove_from_registry(name: &str) {
     }
 }
 
-/// Applies `change` to the list of queue names with compare-and-swap, retrying when
-/// another worker wrote in between. Returns whether it was stored.
+/// Applies `change` to the list of queue names. Returns whether it was stored.
 fn update_registry(change: impl Fn(&mut Vec<String>)) -> bool {
-    for _ in 0..CAS_ATTEMPTS {
-        let (value, cas) = host::shared_data_with_cas(PREFIX_PEERS_KEY);
-        let mut names = registry_names(value.as_deref());
+    host::update_shared_data(PREFIX_PEERS_KEY, |current| {
+        let mut names = registry_names(current);
         change(&mut names);
-        if host::set_shared_data_cas(PREFIX_PEERS_KEY, names.join("\n").as_bytes(), cas).is_ok() {
-            return true;
-        }
-    }
-    false
+        Ok::<_, ()>(names.join("\n"))
+    })
+    .is_ok()
 }

@@ -5,7 +5,7 @@
 use infergate_core::filter_config::SUMMARY_GENERATION_KEY;
 use infergate_core::global::{ClusterSummary, SummaryError, summary_key};
 
-use crate::host;
+use crate::host::{self, UpdateError};
 use crate::singleton::decode_generation;
 
 pub enum StoreError {
@@ -23,35 +23,34 @@ pub enum StoreError {
 pub fn store(bytes: &[u8]) -> Result<(String, u64), StoreError> {
     let summary = ClusterSummary::decode(bytes).map_err(StoreError::Invalid)?;
     let key = summary_key(&summary.cluster);
-    // Compare-and-swap: every worker's control context admits pushes.
-    let mut stored = false;
-    for _ in 0..16 {
-        let (current, cas) = host::shared_data_with_cas(&key);
-        let newest = current.as_deref().and_then(|b| ClusterSummary::decode(b).ok()).map(|s| s.sequence);
-        if let Some(newest) = newest.filter(|&n| summary.sequence <= n) {
+    let refuse_replay = |current: Option<&[u8]>| {
+        let newest = current.and_then(|b| ClusterSummary::decode(b).ok()).map(|s| s.sequence);
+        match newest.filter(|&n| summary.sequence <= n) {
+            Some(newest) => Err(newest),
+            None => Ok(bytes),
+        }
+    };
+    match host::update_shared_data(&key, refuse_replay) {
+        Ok(()) => {}
+        Err(UpdateError::Declined(newest)) => {
             return Err(StoreError::Replay { cluster: summary.cluster, sequence: summary.sequence, newest });
         }
-        if host::set_shared_data_cas(&key, bytes, cas).is_ok() {
-            stored = true;
-            break;
+        Err(UpdateError::Contended) => {
+            return Err(StoreError::Host(format!("cannot store the summary of {}: contended", summary.cluster)));
         }
-    }
-    if !stored {
-        return Err(StoreError::Host(format!("cannot store the summary of {}: contended", summary.cluster)));
+        Err(UpdateError::Host(status)) => {
+            return Err(StoreError::Host(format!("cannot store the summary of {}: {status:?}", summary.cluster)));
+        }
     }
     bump_generation();
     Ok((summary.cluster, summary.sequence))
 }
 
 fn bump_generation() {
-    for _ in 0..16 {
-        let (current, cas) = host::shared_data_with_cas(SUMMARY_GENERATION_KEY);
-        let next = current.as_deref().map_or(0, decode_generation).wrapping_add(1);
-        if host::set_shared_data_cas(SUMMARY_GENERATION_KEY, &next.to_le_bytes(), cas).is_ok() {
-            return;
-        }
+    let next = |current: Option<&[u8]>| Ok::<_, ()>(current.map_or(0, decode_generation).wrapping_add(1).to_le_bytes());
+    if host::update_shared_data(SUMMARY_GENERATION_KEY, next).is_err() {
+        log::warn!("infergate control: the summary generation is contended; readers catch up on the next store");
     }
-    log::warn!("infergate control: the summary generation is contended; readers catch up on the next store");
 }
 
 /// The summary generation, read per request.

@@ -148,3 +148,56 @@ async fn killing_a_clusters_gateway_loses_no_request_and_drains_it_at_its_next_s
     let after = regions.spread(20, None).await;
     assert_eq!(after.get("west"), Some(&20), "{after:?}");
 }
+
+/// East's predicted TTFT in a decision header, if east was ranked ready.
+fn east_ttft_ms(reply: &Reply) -> Option<u64> {
+    let decision = reply.header("x-infergate-decision")?;
+    decision.split("east(ttft=").nth(1)?.split("ms").next()?.parse().ok()
+}
+
+/// Requests the global router sent a cluster since its summary wait behind each other,
+/// whichever Envoy worker sent them: a burst spread over the workers must raise the
+/// cluster's predicted TTFT with every request, not with each worker's share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_over_both_workers_counts_in_full_in_the_clusters_backlog() {
+    // Summaries every 5 s, fresh for two intervals: the agents stop after the first, so
+    // that only the backlog moves the prediction during the burst.
+    let spec = || StackSpec { start_agent: false, scrape_interval_ms: 5_000, ..StackSpec::default() };
+    let (mut east, mut west) = (Stack::start(spec()).await, Stack::start(spec()).await);
+    let clusters = [
+        (ClusterSpec { name: "east", region: "us-east", cost_per_million_tokens: 0.4 }, east.config.gateway.listen),
+        (ClusterSpec { name: "west", region: "us-west", cost_per_million_tokens: 0.6 }, west.config.gateway.listen),
+    ];
+    let global = GlobalRouter::start("us-east", &clusters, 20_000).await;
+    global.attach(&mut east, "east").await;
+    global.attach(&mut west, "west").await;
+    let regions = TwoRegions { east, west, global };
+    regions.wait_for("summaries from both clusters", None, "east").await;
+    let mut regions = regions;
+    regions.east.kill_agent();
+    regions.west.kill_agent();
+
+    // Each request on its own connection, so both workers take some; each takes ~1 s
+    // to answer (400 tokens), so all are in the backlog when the last is routed.
+    let mut burst = Vec::new();
+    for _ in 0..6 {
+        let url = format!("{}/v1/chat/completions", regions.global.url);
+        burst.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let body = infergate_e2e::chat_body("m", "hello", 400);
+            infergate_e2e::client::read_reply(client.post(url).json(&body).send().await.unwrap()).await
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut predicted = Vec::new();
+    for request in burst {
+        let reply = request.await.unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if GlobalRouter::first_cluster(&reply).as_deref() == Some("east") {
+            predicted.push(east_ttft_ms(&reply).expect("east ranked ready"));
+        }
+    }
+    eprintln!("east's predicted TTFT as the burst was routed: {predicted:?} ms");
+    assert!(predicted.len() >= 4, "the burst left the cheaper cluster: {predicted:?}");
+    assert!(predicted.windows(2).all(|w| w[0] < w[1]), "a request did not see the ones before it: {predicted:?}");
+}
