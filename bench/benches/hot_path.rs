@@ -34,16 +34,17 @@ fn snapshot(pods: usize) -> Snapshot {
         pools: vec![PoolState {
             name: "fleet".into(),
             pods: (0..pods)
-                .map(|i| PodState {
-                    address: endpoint(i),
-                    ready: true,
-                    scraped_at_ms: Some(1_000_000),
-                    signals: Some(PodSignals {
-                        waiting: (i % 7) as f64,
-                        running: (i % 13) as f64,
-                        kv_cache_usage: (i % 10) as f64 / 10.0,
-                        ..PodSignals::default()
-                    }),
+                .map(|i| {
+                    PodState::scraped(
+                        endpoint(i),
+                        1_000_000,
+                        PodSignals {
+                            waiting: (i % 7) as f64,
+                            running: (i % 13) as f64,
+                            kv_cache_usage: (i % 10) as f64 / 10.0,
+                            ..PodSignals::default()
+                        },
+                    )
                 })
                 .collect(),
         }],

@@ -14,18 +14,19 @@ use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION
 fn fleet(pods: usize) -> Snapshot {
     let address = |i: usize| Endpoint::new(SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8 + 1], 8000)));
     let routing = RoutingConfig::single_pool("fleet", (0..pods).map(address).collect(), "m");
-    let pod = |i: usize| PodState {
-        address: address(i),
-        ready: true,
-        scraped_at_ms: Some(1_000),
-        signals: Some(PodSignals {
-            waiting: (i % 5) as f64,
-            running: (i % 9) as f64,
-            kv_cache_usage: (i % 10) as f64 / 10.0,
-            running_adapters: vec![format!("lora-{}", i % 4)],
-            max_loras: Some(4),
-            ..PodSignals::default()
-        }),
+    let pod = |i: usize| {
+        PodState::scraped(
+            address(i),
+            1_000,
+            PodSignals {
+                waiting: (i % 5) as f64,
+                running: (i % 9) as f64,
+                kv_cache_usage: (i % 10) as f64 / 10.0,
+                running_adapters: vec![format!("lora-{}", i % 4)],
+                max_loras: Some(4),
+                ..PodSignals::default()
+            },
+        )
     };
     Snapshot {
         version: SNAPSHOT_VERSION,

@@ -46,6 +46,13 @@ pub struct PodState {
     pub signals: Option<PodSignals>,
 }
 
+impl PodState {
+    /// A ready pod whose scrape at `scraped_at_ms` said `signals`.
+    pub fn scraped(address: Endpoint, scraped_at_ms: u64, signals: PodSignals) -> Self {
+        Self { address, ready: true, scraped_at_ms: Some(scraped_at_ms), signals: Some(signals) }
+    }
+}
+
 /// An engine's metrics, normalized across engines.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodSignals {

@@ -193,7 +193,7 @@ impl FleetScraper {
                 if let Some(failure) = self.failing.remove(&endpoint) {
                     tracing::info!(pod = %endpoint, after_failures = failure.consecutive, "scrape recovered");
                 }
-                PodState { address: endpoint, ready: true, scraped_at_ms: Some(measured_at), signals: Some(signals) }
+                PodState::scraped(endpoint, measured_at, signals)
             }
             Err(error) => {
                 self.failed_last_round.push(endpoint);

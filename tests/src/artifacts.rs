@@ -37,6 +37,11 @@ pub fn filter_wasm() -> PathBuf {
     must_exist(target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"), "run `make wasm` to build the filter")
 }
 
+/// How the tests render Envoy's config: the built filter, with the decision header on.
+pub fn render_options() -> infergate_envoy_config::RenderOptions {
+    infergate_envoy_config::RenderOptions { explain: true, ..infergate_envoy_config::RenderOptions::new(filter_wasm()) }
+}
+
 /// The agent of the same profile as this code: debug for tests, release for benches.
 pub fn metrics_agent() -> PathBuf {
     binary("metrics-agent")

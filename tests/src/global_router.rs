@@ -9,7 +9,7 @@ use infergate_core::config::GatewaySettings;
 use infergate_core::global::{
     ClassTargets, ClusterConfig, GlobalRouterConfig, GlobalSettings, RateLimits, RequestClass,
 };
-use infergate_envoy_config::{RenderOptions, render_global_bootstrap_yaml};
+use infergate_envoy_config::render_global_bootstrap_yaml;
 
 use crate::artifacts;
 use crate::client::{Reply, chat_body, read_reply};
@@ -78,7 +78,7 @@ impl GlobalRouter {
         };
         config.validate().expect("the test's global config is valid");
         let dir = tempfile::tempdir().expect("a temp dir");
-        let options = RenderOptions { explain: true, ..RenderOptions::new(artifacts::filter_wasm()) };
+        let options = artifacts::render_options();
         let path = dir.path().join("global.yaml");
         std::fs::write(&path, render_global_bootstrap_yaml(&config, &options).expect("render")).expect("write");
         let log = std::fs::File::create(dir.path().join("envoy.log")).expect("a log file");

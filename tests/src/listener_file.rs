@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use infergate_envoy_config::{RenderOptions, render_bootstrap_yaml};
+use infergate_envoy_config::render_bootstrap_yaml;
 use serde_json::{Value, json};
 
 use crate::artifacts;
@@ -35,7 +35,7 @@ impl ListenerFile {
     pub fn writer(&self) -> BootstrapWriter {
         let file = self.clone();
         BootstrapWriter(Arc::new(move |config| {
-            let options = RenderOptions { explain: true, ..RenderOptions::new(artifacts::filter_wasm()) };
+            let options = artifacts::render_options();
             let yaml = render_bootstrap_yaml(config, &options).expect("render the bootstrap");
             let mut bootstrap: Value = serde_yaml_ng::from_str(&yaml).expect("the bootstrap is YAML");
             let listeners = bootstrap["static_resources"]

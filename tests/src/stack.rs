@@ -235,12 +235,7 @@ impl Stack {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
-        let options = RenderOptions {
-            explain: true,
-            upstream_policy,
-            access_log,
-            ..RenderOptions::new(artifacts::filter_wasm())
-        };
+        let options = RenderOptions { upstream_policy, access_log, ..artifacts::render_options() };
         let bootstrap = match writer {
             Some(writer) => (writer.0)(&self.config),
             None => render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap"),
@@ -475,17 +470,16 @@ impl Stack {
                     .iter()
                     .map(|&address| {
                         let idle = address.socket_addr() == best;
-                        PodState {
+                        PodState::scraped(
                             address,
-                            ready: true,
-                            scraped_at_ms: Some(now),
-                            signals: Some(PodSignals {
+                            now,
+                            PodSignals {
                                 waiting: if idle { 0.0 } else { 1000.0 },
                                 running: if idle { 0.0 } else { 256.0 },
                                 kv_cache_usage: if idle { 0.0 } else { 0.99 },
                                 ..PodSignals::default()
-                            }),
-                        }
+                            },
+                        )
                     })
                     .collect(),
             })

@@ -86,12 +86,7 @@ async fn a_snapshot_naming_the_admin_and_control_ports_cannot_send_traffic_there
     let mut snapshot = stack.snapshot_favouring(intruders[0], u64::MAX / 2);
     let scraped_at_ms = snapshot.created_at_ms;
     for address in intruders {
-        snapshot.pools[0].pods.push(PodState {
-            address: Endpoint::new(address),
-            ready: true,
-            scraped_at_ms: Some(scraped_at_ms),
-            signals: Some(PodSignals::default()),
-        });
+        snapshot.pools[0].pods.push(PodState::scraped(Endpoint::new(address), scraped_at_ms, PodSignals::default()));
     }
     let token = std::fs::read_to_string(stack.path("token")).unwrap();
     assert_eq!(stack.push_snapshot(Some(token.trim()), snapshot.encode().unwrap()).await, 204);

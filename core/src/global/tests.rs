@@ -194,12 +194,11 @@ mod summarizing {
     use crate::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
     fn pod(port: u16, waiting: f64, scraped_at_ms: u64) -> PodState {
-        PodState {
-            address: Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
-            ready: true,
-            scraped_at_ms: Some(scraped_at_ms),
-            signals: Some(PodSignals { waiting, running: 8.0, kv_cache_usage: 0.5, ..Default::default() }),
-        }
+        PodState::scraped(
+            Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
+            scraped_at_ms,
+            PodSignals { waiting, running: 8.0, kv_cache_usage: 0.5, ..Default::default() },
+        )
     }
 
     fn snapshot(pods: Vec<PodState>) -> Snapshot {

@@ -48,7 +48,7 @@ fn signals(waiting: f64, kv: f64) -> PodSignals {
 }
 
 fn pod(port: u16, waiting: f64, kv: f64, scraped_at_ms: u64) -> PodState {
-    PodState { address: ep(port), ready: true, scraped_at_ms: Some(scraped_at_ms), signals: Some(signals(waiting, kv)) }
+    PodState::scraped(ep(port), scraped_at_ms, signals(waiting, kv))
 }
 
 fn snapshot(pool_name: &str, pods: Vec<PodState>) -> Snapshot {
