@@ -74,7 +74,9 @@ struct Args {
     /// Data-parallel ranks reported as engine="0".."N-1" series (vLLM formats).
     #[arg(long, default_value_t = 1)]
     dp_size: u32,
-    /// Scale every simulated duration: 0.1 runs ten times faster than real time.
+    /// Scale every simulated duration: 0.1 runs ten times faster than real time, 10 ten
+    /// times slower. The latencies /metrics reports are scaled alike, as a real pod of
+    /// that speed would report them.
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
     /// Added latency before each request reaches the engine, milliseconds.

@@ -81,6 +81,8 @@ pub struct Engine {
     prefix_hits: u64,
     finished: u64,
     busy_seconds: f64,
+    /// Real seconds per engine second in what the pod reports (see [`Engine::reporting_time_scale`]).
+    reported_time_scale: f64,
     pub ttft: Histogram,
     pub itl: Histogram,
     /// Admission to first token (vLLM `request_prefill_time_seconds`).
@@ -101,10 +103,21 @@ impl Engine {
             prefix_hits: 0,
             finished: 0,
             busy_seconds: 0.0,
+            reported_time_scale: 1.0,
             ttft: Histogram::new(&TTFT_BUCKETS),
             itl: Histogram::new(&ITL_BUCKETS),
             prefill: Histogram::new(&TTFT_BUCKETS),
         }
+    }
+
+    /// An engine run `scale` times slower than its profile (the HTTP server's time
+    /// scale) reports its latencies in the real seconds a client sees: its TTFT, ITL
+    /// and prefill histograms and its busy time are `scale` times the engine's own. A
+    /// router that learns speeds from them then learns the pod's real speed.
+    #[must_use]
+    pub fn reporting_time_scale(mut self, scale: f64) -> Self {
+        self.reported_time_scale = if scale.is_finite() && scale > 0.0 { scale } else { 1.0 };
+        self
     }
 
     pub fn profile(&self) -> &EngineProfile {
@@ -190,19 +203,20 @@ impl Engine {
         }
         let duration = self.profile.step_seconds(self.running.len(), prefill_tokens);
         let end = now + duration;
-        self.busy_seconds += duration;
+        self.busy_seconds += duration * self.reported_time_scale;
+        let scale = self.reported_time_scale;
         let mut events = Vec::new();
         for (run, chunk) in self.running.iter_mut().zip(chunks) {
             if run.prefill_left == 0 {
                 run.generated += 1;
-                self.itl.observe(end - run.last_token_at);
+                self.itl.observe((end - run.last_token_at) * scale);
                 events.push(EngineEvent::Token { id: run.request.id, at: end });
             } else if chunk > 0 {
                 run.prefill_left -= chunk;
                 if run.prefill_left == 0 {
                     run.generated = 1;
-                    self.ttft.observe(end - run.request.arrival);
-                    self.prefill.observe(end - run.admitted_at);
+                    self.ttft.observe((end - run.request.arrival) * scale);
+                    self.prefill.observe((end - run.admitted_at) * scale);
                     // Like vLLM, prompt tokens are counted when the prefill completes.
                     self.prompt_tokens_total += u64::from(run.request.prompt_tokens);
                     events.push(EngineEvent::FirstToken { id: run.request.id, at: end });

@@ -42,6 +42,25 @@ fn a_repeated_long_prompt_is_much_faster_the_second_time() {
 }
 
 #[test]
+fn a_slowed_engine_reports_latencies_in_real_seconds() {
+    let prompt = vec![b'q'; 4 * 2000];
+    let mut normal = Engine::new(EngineProfile::LLAMA_3_1_8B_H100);
+    let mut slowed = Engine::new(EngineProfile::LLAMA_3_1_8B_H100).reporting_time_scale(10.0);
+    for engine in [&mut normal, &mut slowed] {
+        engine.submit(request(1, 0.0, &prompt, 8, None));
+        run_to_idle(engine, 0.0);
+    }
+    assert!(normal.ttft.sum > 0.0 && normal.ttft.count == 1);
+    assert!((slowed.ttft.sum - 10.0 * normal.ttft.sum).abs() < 1e-9, "{} vs {}", slowed.ttft.sum, normal.ttft.sum);
+    assert!((slowed.prefill.sum - 10.0 * normal.prefill.sum).abs() < 1e-9);
+    assert!((slowed.itl.sum - 10.0 * normal.itl.sum).abs() < 1e-9);
+    let (normal_busy, slowed_busy) = (normal.stats(0.0).busy_seconds, slowed.stats(0.0).busy_seconds);
+    assert!((slowed_busy - 10.0 * normal_busy).abs() < 1e-9);
+    // Token counts are not times: they stay.
+    assert_eq!(normal.stats(0.0).prompt_tokens_total, slowed.stats(0.0).prompt_tokens_total);
+}
+
+#[test]
 fn a_full_kv_cache_makes_requests_wait() {
     let profile = EngineProfile { num_gpu_blocks: 100, ..EngineProfile::TINY };
     let mut engine = Engine::new(profile);

@@ -37,7 +37,8 @@ pub struct DriverHandle {
 impl DriverHandle {
     /// Starts the driver task; it ends when every handle is dropped.
     pub fn spawn(profile: EngineProfile, time_scale: f64) -> Self {
-        let engine = Engine::new(profile);
+        let time_scale = time_scale.max(1e-6);
+        let engine = Engine::new(profile).reporting_time_scale(time_scale);
         let published = Arc::new(Mutex::new(Published {
             stats: engine.stats(0.0),
             ttft: engine.ttft.clone(),
@@ -45,7 +46,7 @@ impl DriverHandle {
             prefill: engine.prefill.clone(),
         }));
         let (submissions, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(drive(engine, receiver, Arc::clone(&published), time_scale.max(1e-6)));
+        tokio::spawn(drive(engine, receiver, Arc::clone(&published), time_scale));
         Self { submissions, published }
     }
 
