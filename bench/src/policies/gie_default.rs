@@ -1,19 +1,48 @@
-//! The Gateway API Inference Extension / llm-d EPP default profile, from its published
-//! formula: a saturation filter (drop pods with queue > 5 or KV use > 0.8 unless that
-//! drops all), then `2·queue + 2·kv + 3·prefix` with scores in [0, 1], the highest wins,
-//! ties at random. The prefix score comes from an approximate index of the router's own
-//! past choices (recorded at dispatch), 64-character blocks, at most 256, LRU per pod
-//! sized from the pod's `num_gpu_blocks`. Queue and KV come from the scrape.
+//! The llm-d Router's default scheduling profile, as of llm-d Router v0.10.0
+//! (`pkg/epp/config/loader/defaults.go`): the queue, kv-cache-utilization and
+//! prefix-cache scorers weighted 2, 2 and 3, then the max-score picker, and no filter.
+//!
+//! - **queue** (`scorer/queuedepth/queue.go`): `(max − q) / (max − min)` over the pods'
+//!   scraped waiting queues, 1 for all when they are equal.
+//! - **kv** (`scorer/kvcacheutilization/kvcache_utilization.go`): `1 − KV use`, scraped.
+//! - **prefix** (`scorer/prefix/plugin.go`, fed by the approximate producer
+//!   `requestcontrol/dataproducer/approximateprefix/{plugin,indexer,types}.go` and
+//!   `dataproducer/prefixhash/hashing.go`): matched blocks / total blocks. The prompt is
+//!   cut into blocks of `max(block_size metric, 64)` tokens (4 bytes per pseudo-token),
+//!   a partial last block included, at most 131,072 tokens; the chain is salted with the
+//!   model name. Walking the blocks in order until one no pod holds, each pod scores the
+//!   blocks it holds. The index is the router's own past choices: right after scheduling
+//!   the chosen pod is recorded as holding all the blocks, in a per-pod LRU whose size is
+//!   the pod's `num_gpu_blocks` metric when the LRU is made (31,250 without it).
+//! - **picker** (`picker/maxscore/picker.go`): each score clamped to [0, 1], weighted and
+//!   summed; the highest total wins, ties at random (shuffle, then a stable sort).
+//!
+//! The profile's inputs are the 100 ms scrape (queue, KV, block size, `num_gpu_blocks`)
+//! and the index.
 
 use infergate_core::endpoint::Endpoint;
-use infergate_core::prefix::{PrefixIndex, prompt_block_hashes};
+use infergate_core::prefix::PrefixIndex;
+use infergate_model_sim::engine::CHARS_PER_TOKEN;
+use xxhash_rust::xxh64::xxh64;
 
 use super::{PickContext, Policy, argmax, min_max_lower_better, scraped};
+
+const QUEUE_WEIGHT: f64 = 2.0;
+const KV_WEIGHT: f64 = 2.0;
+const PREFIX_WEIGHT: f64 = 3.0;
+/// The producer's floor on the block size, tokens.
+const MIN_BLOCK_TOKENS: usize = 64;
+/// `maxPrefixTokensToMatch`: 2,048 blocks of 64 tokens.
+const MAX_PREFIX_TOKENS: usize = 131_072;
+/// `lruCapacityPerServer`, used when the pod does not report `num_gpu_blocks`.
+const DEFAULT_LRU_CAPACITY: usize = 31_250;
 
 pub struct GieDefault {
     index: PrefixIndex,
     rng: fastrand::Rng,
     endpoints: Vec<Endpoint>,
+    /// Each pod's LRU size, fixed when its LRU is first made.
+    lru_capacity: Vec<Option<usize>>,
 }
 
 impl GieDefault {
@@ -22,8 +51,42 @@ impl GieDefault {
             index: PrefixIndex::new(u32::MAX),
             rng: fastrand::Rng::with_seed(seed),
             endpoints: (0..pods).map(crate::fleet::pod_endpoint).collect(),
+            lru_capacity: vec![None; pods],
         }
     }
+
+    /// Per pod, the blocks it holds among the leading blocks some pod holds.
+    fn matched_blocks(&self, hashes: &[u64]) -> Vec<usize> {
+        let mut matched = vec![0; self.endpoints.len()];
+        for &hash in hashes {
+            let mut held = false;
+            for (count, &pod) in matched.iter_mut().zip(&self.endpoints) {
+                if self.index.matched_blocks(pod, &[hash]) == 1 {
+                    *count += 1;
+                    held = true;
+                }
+            }
+            if !held {
+                break;
+            }
+        }
+        matched
+    }
+}
+
+/// The prompt's block hash chain: blocks of `block_tokens` pseudo-tokens, the last one
+/// possibly partial, at most `MAX_PREFIX_TOKENS / block_tokens` of them.
+pub(super) fn block_hashes(prompt: &[u8], model: &str, block_tokens: usize) -> Vec<u64> {
+    let block_tokens = block_tokens.max(1);
+    let mut parent = xxh64(model.as_bytes(), 0);
+    prompt
+        .chunks(block_tokens * CHARS_PER_TOKEN)
+        .take(MAX_PREFIX_TOKENS / block_tokens)
+        .map(|block| {
+            parent = xxh64(block, parent);
+            parent
+        })
+        .collect()
 }
 
 impl Policy for GieDefault {
@@ -32,32 +95,30 @@ impl Policy for GieDefault {
     }
 
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
-        let n = ctx.engines.len();
+        let n = ctx.engines.len().min(self.endpoints.len());
+        if n == 0 {
+            return 0;
+        }
         let signals: Vec<_> = (0..n).map(|i| scraped(ctx.scrape, i)).collect();
-        let saturated: Vec<bool> = signals.iter().map(|s| s.waiting > 5.0 || s.kv_cache_usage > 0.8).collect();
-        let keep: Vec<bool> =
-            if saturated.iter().all(|s| *s) { vec![true; n] } else { saturated.iter().map(|s| !s).collect() };
-        let hashes = prompt_block_hashes(&ctx.request.prompt, &ctx.request.model, None, 64, 256);
+        // The producer reads the block size off the first candidate.
+        let block_tokens = signals.first().and_then(|s| s.block_size).map_or(0, |b| b as usize).max(MIN_BLOCK_TOKENS);
+        let hashes = block_hashes(&ctx.request.prompt, &ctx.request.model, block_tokens);
+        let matched = self.matched_blocks(&hashes);
         let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting).collect::<Vec<_>>());
         let totals: Vec<f64> = (0..n)
             .map(|i| {
-                if !keep[i] {
-                    return f64::NEG_INFINITY;
-                }
-                let kv = 1.0 - signals[i].kv_cache_usage.clamp(0.0, 1.0);
-                let prefix = if hashes.is_empty() {
-                    0.0
-                } else {
-                    self.index.matched_blocks(self.endpoints[i], &hashes) as f64 / hashes.len() as f64
-                };
-                2.0 * queue[i] + 2.0 * kv + 3.0 * prefix
+                let kv = 1.0 - signals[i].kv_cache_usage;
+                let prefix = if hashes.is_empty() { 0.0 } else { matched[i] as f64 / hashes.len() as f64 };
+                QUEUE_WEIGHT * queue[i].clamp(0.0, 1.0)
+                    + KV_WEIGHT * kv.clamp(0.0, 1.0)
+                    + PREFIX_WEIGHT * prefix.clamp(0.0, 1.0)
             })
             .collect();
         let pod = argmax(&totals, &mut self.rng);
-        let capacity = signals[pod].num_gpu_blocks.unwrap_or(16_384) as usize
-            * signals[pod].block_size.unwrap_or(16) as usize
-            / 16;
-        self.index.record(self.endpoints[pod], &hashes, capacity.max(1));
+        let capacity = *self.lru_capacity[pod].get_or_insert_with(|| {
+            signals[pod].num_gpu_blocks.filter(|b| *b > 0).map_or(DEFAULT_LRU_CAPACITY, |b| b as usize)
+        });
+        self.index.record(self.endpoints[pod], &hashes, capacity);
         pod
     }
 }

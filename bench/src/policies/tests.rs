@@ -65,15 +65,22 @@ fn least_request_takes_the_less_loaded_of_two() {
 }
 
 #[test]
-fn gie_default_filters_saturated_pods_then_weighs_queue_and_kv() {
+fn gie_default_has_no_saturation_filter() {
+    let e = engines(2);
+    // Pod 0's KV use (0.85) is over the old filter's 0.8, but it scores best:
+    // 2·1 + 2·0.15 = 2.3 against pod 1's 2·0 + 2·0.9 = 1.8.
+    let s = scrape_with(vec![signals(0.0, 0.85), signals(3.0, 0.1)]);
+    for seed in 0..5 {
+        assert_eq!(pick(&mut GieDefault::new(2, seed), &request("x"), &e, &s, &[0; 2]), 0);
+    }
+}
+
+#[test]
+fn gie_default_weighs_queue_2_and_kv_2() {
     let e = engines(3);
-    // Pod 0 is saturated (queue 6 > 5); pod 2 has the emptier cache at equal queue.
-    let s = scrape_with(vec![signals(6.0, 0.1), signals(1.0, 0.7), signals(1.0, 0.2)]);
-    let mut p = GieDefault::new(3, 1);
-    assert_eq!(pick(&mut p, &request("x"), &e, &s, &[0; 3]), 2);
-    // 2·queue + 2·kv: pod 1 (queue 0 → 1.0, kv 0.5 → 0.5) = 3.0 beats pod 2 (0, 0.9 → 1.8).
+    // Queue scores 0, 1, 0.5: pod 1 = 2·1 + 2·0.5 = 3.0 beats pod 2 = 2·0.5 + 2·0.9 = 2.8.
     let s = scrape_with(vec![signals(6.0, 0.1), signals(0.0, 0.5), signals(3.0, 0.1)]);
-    assert_eq!(pick(&mut p, &request("y"), &e, &s, &[0; 3]), 1);
+    assert_eq!(pick(&mut GieDefault::new(3, 1), &request("y"), &e, &s, &[0; 3]), 1);
 }
 
 #[test]
@@ -89,18 +96,104 @@ fn gie_default_follows_its_own_past_choices_for_a_prefix() {
 }
 
 #[test]
-fn llmd_precise_uses_the_exact_cache() {
-    let mut e = engines(2);
-    let prompt = "cached prompt text ".repeat(30);
-    let req = request(&prompt);
-    // Run the prompt on pod 1 so its blocks are cached there.
-    e[1].submit(SimRequest::from_text(1, 0.0, &req.prompt, 1, None, 16));
+fn gie_default_hashes_a_partial_last_block() {
+    // A 10-byte prompt is one partial 256-byte block: it is indexed all the same.
+    let e = engines(4);
+    let s = scrape_with(vec![signals(0.0, 0.0); 4]);
+    let mut p = GieDefault::new(4, 3);
+    let first = pick(&mut p, &request("hi"), &e, &s, &[0; 4]);
+    for _ in 0..10 {
+        assert_eq!(pick(&mut p, &request("hi"), &e, &s, &[0; 4]), first);
+    }
+}
+
+#[test]
+fn gie_default_sizes_each_pods_lru_from_num_gpu_blocks() {
+    let e = engines(2);
+    // 608 bytes: three blocks of 256 bytes, the last one partial.
+    let req = request(&"a".repeat(600));
+    let with_blocks = |waiting: [f64; 2], blocks: Option<u64>| {
+        scrape_with(
+            waiting
+                .iter()
+                .map(|&w| PodSignals { waiting: w, num_gpu_blocks: blocks, ..PodSignals::default() })
+                .collect(),
+        )
+    };
+    for (blocks, expected) in [(None, 0), (Some(2), 1)] {
+        let mut p = GieDefault::new(2, 1);
+        // The queue sends the first request to pod 0, the second's queue favours pod 1,
+        // but a full prefix match (3) outweighs the queue (2) unless pod 0's LRU of
+        // `blocks` entries has dropped the leading block.
+        assert_eq!(pick(&mut p, &req, &e, &with_blocks([0.0, 1.0], blocks), &[0; 2]), 0);
+        assert_eq!(pick(&mut p, &req, &e, &with_blocks([1.0, 0.0], blocks), &[0; 2]), expected, "{blocks:?}");
+    }
+}
+
+/// Runs `prompt` to completion on `engine`, so its blocks are cached there.
+fn cache_on(engine: &mut Engine, prompt: &[u8]) {
+    engine.submit(SimRequest::from_text(1, 0.0, prompt, 1, None, 16));
     let mut now = 0.0;
-    while let Some(step) = e[1].step(now) {
+    while let Some(step) = engine.step(now) {
         now += step.duration;
     }
+}
+
+#[test]
+fn llmd_precise_uses_the_exact_cache() {
+    let mut e = engines(2);
+    let req = request(&"cached prompt text ".repeat(30));
+    cache_on(&mut e[1], &req.prompt);
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     assert_eq!(pick(&mut LlmdPrecise::new(1), &req, &e, &s, &[0; 2]), 1);
+}
+
+#[test]
+fn llmd_precise_reads_queue_and_kv_from_the_scrape() {
+    let mut e = engines(2);
+    // Pod 1 is busy now, but the last scrape saw it idle and pod 0 queued.
+    for id in 0..20 {
+        e[1].submit(SimRequest::from_text(id, 0.0, "q".repeat(4000).as_bytes(), 50, None, 16));
+    }
+    let s = scrape_with(vec![signals(4.0, 0.5), signals(0.0, 0.0)]);
+    for seed in 0..5 {
+        assert_eq!(pick(&mut LlmdPrecise::new(seed), &request("x"), &e, &s, &[0; 2]), 1);
+    }
+}
+
+#[test]
+fn sglang_sends_a_miss_to_the_least_loaded_worker_not_the_smallest_tree() {
+    let e = engines(2);
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    let mut p = SglangCacheAware::new(2);
+    assert_eq!(pick(&mut p, &request(&"one ".repeat(40)), &e, &s, &[0, 0]), 0);
+    // Pod 0 holds the bigger tree, but it is the less loaded.
+    assert_eq!(pick(&mut p, &request(&"two ".repeat(40)), &e, &s, &[0, 3]), 0);
+}
+
+#[test]
+fn sglang_breaks_load_ties_by_requests_routed_then_index() {
+    let e = engines(3);
+    let s = scrape_with(vec![signals(0.0, 0.0); 3]);
+    let mut p = SglangCacheAware::new(3);
+    let picks: Vec<usize> =
+        ["a", "b", "c", "d"].iter().map(|c| pick(&mut p, &request(&c.repeat(50)), &e, &s, &[0; 3])).collect();
+    assert_eq!(picks, [0, 1, 2, 0]);
+}
+
+#[test]
+fn sglang_matches_characters_against_a_0_3_threshold() {
+    let e = engines(2);
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    let mut p = SglangCacheAware::new(2);
+    let base = "abcdefghij".repeat(10);
+    assert_eq!(pick(&mut p, &request(&base), &e, &s, &[0, 0]), 0);
+    // 35 of 100 characters match: the tree's worker, though it is the more loaded.
+    let hit = format!("{}{}", &base[..35], "z".repeat(65));
+    assert_eq!(pick(&mut p, &request(&hit), &e, &s, &[5, 0]), 0);
+    // 25 of 100: a miss, so the least loaded.
+    let miss = format!("{}{}", &base[..25], "y".repeat(75));
+    assert_eq!(pick(&mut p, &request(&miss), &e, &s, &[5, 0]), 1);
 }
 
 #[test]
@@ -109,45 +202,93 @@ fn sglang_goes_least_loaded_when_imbalanced() {
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     let mut p = SglangCacheAware::new(2);
     let prompt = "shared ".repeat(50);
-    let first = pick(&mut p, &request(&prompt), &e, &s, &[0, 0]);
-    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &[0, 0]), first, "match rate > 0.3 follows the tree");
-    let mut loads = [0u32; 2];
-    loads[first] = 100;
-    loads[1 - first] = 10;
-    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &loads), 1 - first, "100 − 10 > 64 and 100 > 1.5 × 10");
+    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &[0, 0]), 0);
+    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &[30, 0]), 0, "a match follows the tree");
+    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &[100, 70]), 0, "100 − 70 ≤ 64: balanced");
+    assert_eq!(pick(&mut p, &request(&prompt), &e, &s, &[100, 10]), 1, "100 − 10 > 64 and 100 > 1.5 × 10");
 }
 
 #[test]
-fn sglang_takes_the_smallest_tree_without_a_match() {
-    let e = engines(2);
-    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
-    let mut p = SglangCacheAware::new(2);
-    let first = pick(&mut p, &request(&"one ".repeat(40)), &e, &s, &[0, 0]);
-    assert_eq!(pick(&mut p, &request(&"two ".repeat(40)), &e, &s, &[0, 0]), 1 - first);
+fn sglang_routes_on_the_message_contents_joined_by_spaces() {
+    let prompt = render(&[("system", "be brief"), ("user", ""), ("assistant", "ok"), ("user", "hi")]);
+    assert_eq!(sglang_cache_aware::routing_text(&prompt), "be brief ok hi");
 }
 
 #[test]
-fn dynamo_prefers_overlap_and_avoids_decode_load() {
+fn sglang_tree_evicts_each_workers_least_recently_used_leaves() {
+    let mut tree = sglang_cache_aware::Tree::default();
+    tree.insert("abcdef", 0);
+    tree.insert("abcxyz", 0);
+    tree.insert("abcdef", 1);
+    assert_eq!((tree.chars_of(0), tree.chars_of(1)), (9, 6));
+    tree.evict(6);
+    // Worker 0 lost "def", its oldest leaf; worker 1, within the cap, kept it.
+    assert_eq!((tree.chars_of(0), tree.chars_of(1)), (6, 6));
+    let m = tree.match_and_insert_with("abcdef", |_| None);
+    assert_eq!((m.matched_chars, m.input_chars, m.worker), (6, 6, Some(1)));
+    tree.evict(3);
+    let m = tree.match_and_insert_with("abcdef", |_| None);
+    assert_eq!(m.matched_chars, 3, "\"def\" went with its last holder");
+}
+
+fn pick_id(policy: &mut dyn Policy, id: usize, req: &BenchRequest, engines: &[Engine], scrape: &ScrapeView) -> usize {
+    let in_flight = vec![0; engines.len()];
+    policy.pick(&PickContext { id, request: req, now: 0.0, engines, scrape, in_flight: &in_flight })
+}
+
+/// Dynamo after routing a 10-block prompt (id 0) and then a 40-block one (id 1), which
+/// goes to the other pod: the policy, the two requests, and (pod of id 0, pod of id 1).
+fn dynamo_with_two_routed(e: &[Engine], s: &ScrapeView) -> (DynamoKv, BenchRequest, BenchRequest, usize, usize) {
+    // `<|user|>` and the content: 640 bytes = 160 tokens = 10 blocks; 2,560 bytes = 40.
+    let (short, long) = (request(&"q".repeat(632)), request(&"p".repeat(2552)));
+    let mut p = DynamoKv::new(5);
+    let y = pick_id(&mut p, 0, &short, e, s);
+    // The long one: 640/16 + 40 = 80 on the idle pod, (160 + 640)/16 + 10 + 40 = 100 on y.
+    let x = pick_id(&mut p, 1, &long, e, s);
+    assert_eq!(x, 1 - y);
+    (p, short, long, y, x)
+}
+
+#[test]
+fn dynamo_credits_the_exact_overlap() {
     let mut e = engines(2);
-    let prompt = "overlap me please ".repeat(40);
-    let req = request(&prompt);
-    e[0].submit(SimRequest::from_text(1, 0.0, &req.prompt, 1, None, 16));
-    let mut now = 0.0;
-    while let Some(step) = e[0].step(now) {
-        now += step.duration;
-    }
+    let req = request(&"overlap me please ".repeat(40));
+    cache_on(&mut e[0], &req.prompt);
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     assert_eq!(pick(&mut DynamoKv::new(1), &req, &e, &s, &[0; 2]), 0, "overlap lowers pod 0's prefill cost");
-    // Many decoding requests on pod 0 outweigh the overlap.
-    for id in 10..40 {
-        e[0].submit(SimRequest::from_text(id, now, "z".repeat(2000).as_bytes(), 500, None, 16));
-    }
-    for _ in 0..3 {
-        if let Some(step) = e[0].step(now) {
-            now += step.duration;
-        }
-    }
-    assert_eq!(pick(&mut DynamoKv::new(1), &req, &e, &s, &[0; 2]), 1);
+}
+
+#[test]
+fn dynamo_counts_its_own_prefill_tokens_until_the_first_token() {
+    let e = engines(2);
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    let (mut p, _, long, y, _) = dynamo_with_two_routed(&e, &s);
+    // x: (640 + 640)/16 + 40 = 120 against y: (160 + 640)/16 + 10 + 40 = 100.
+    assert_eq!(pick_id(&mut p, 2, &long, &e, &s), y);
+}
+
+#[test]
+fn dynamo_counts_the_incoming_blocks_once_in_the_decode_term() {
+    let e = engines(2);
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    let (mut p, short, long, y, x) = dynamo_with_two_routed(&e, &s);
+    p.on_first_token(0, y, &short);
+    p.on_first_token(1, x, &long);
+    // x: 640/16 + 40 active + 0 additional = 80 against y: 40 + 10 + 40 = 90. Counting
+    // the request's blocks again on x (120), or not at all (x 80, y 50), would pick y.
+    assert_eq!(pick_id(&mut p, 2, &long, &e, &s), x);
+}
+
+#[test]
+fn dynamo_frees_a_requests_blocks_when_it_finishes() {
+    let e = engines(2);
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    let (mut p, short, long, y, x) = dynamo_with_two_routed(&e, &s);
+    p.on_first_token(0, y, &short);
+    p.on_first_token(1, x, &long);
+    p.on_finish(1, x);
+    // A new 10-block prompt: x 10 + 0 + 10 = 20 against y 10 + 10 + 10 = 30.
+    assert_eq!(pick_id(&mut p, 2, &request(&"r".repeat(632)), &e, &s), x);
 }
 
 #[test]
