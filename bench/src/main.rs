@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,7 +12,7 @@ use infergate_bench::policies::{self, POLICIES};
 use infergate_bench::report::{self, PolicyRuns, WorkloadReport};
 use infergate_bench::results::RunResult;
 use infergate_bench::suite::{self, SuiteKind};
-use infergate_bench::workloads::Scenario;
+use infergate_bench::workloads::{Scenario, TraceReplay, Workload};
 use infergate_bench::{des, fleet};
 
 /// Discrete-event benchmark: the model-sim engine in virtual time, routed by each
@@ -46,6 +46,42 @@ struct Args {
     /// stretches arrivals alike), to leave CPU for Envoy and the load generator.
     #[arg(long, default_value_t = 1.0)]
     e2e_time_scale: f64,
+    /// The trace `trace-replay` replays (Mooncake JSONL); without it, the conversation
+    /// trace at ../shared/traces/ when it is there, else the workload is skipped.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Replay speeds of `trace-replay` (its load steps), in place of the suite's.
+    #[arg(long, value_delimiter = ',')]
+    replay_speeds: Vec<f64>,
+    /// Replay only the trace's first this-many seconds (0: all of it), in place of the
+    /// suite's window.
+    #[arg(long)]
+    trace_window: Option<f64>,
+}
+
+/// A scenario made on first use and dropped once its last run is done.
+struct LazyScenario {
+    scenario: Mutex<Option<Arc<Scenario>>>,
+    runs_left: AtomicUsize,
+}
+
+impl LazyScenario {
+    fn new(runs: usize) -> Self {
+        Self { scenario: Mutex::new(None), runs_left: AtomicUsize::new(runs) }
+    }
+
+    /// The scenario, made by `make` if no run holds it yet (other callers wait).
+    fn get(&self, make: impl FnOnce() -> Scenario) -> Arc<Scenario> {
+        let mut slot = self.scenario.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(slot.get_or_insert_with(|| Arc::new(make())))
+    }
+
+    /// One run is done with it; the last one frees it.
+    fn done(&self) {
+        if self.runs_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *self.scenario.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
 }
 
 fn today() -> String {
@@ -64,12 +100,52 @@ fn today() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// `trace-replay`, if it is to run: `Ok(None)` when filtered out, or when no trace was
+/// named and the default one is absent (said on stderr).
+fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
+    if !(args.workloads.is_empty() || args.workloads.iter().any(|n| n == TraceReplay::NAME)) {
+        return Ok(None);
+    }
+    if let Some(bad) = args.replay_speeds.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(format!("--replay-speeds: {bad} is not a speed above 0"));
+    }
+    if let Some(bad) = args.trace_window.filter(|w| !(w.is_finite() && *w >= 0.0)) {
+        return Err(format!("--trace-window: {bad} is not a number of seconds"));
+    }
+    let path = match &args.trace {
+        Some(path) => path.clone(),
+        None => {
+            let path = PathBuf::from(suite::DEFAULT_TRACE);
+            if !path.is_file() {
+                eprintln!(
+                    "note: skipping {}: no trace at {} (run from the repository root, or pass --trace PATH)",
+                    TraceReplay::NAME,
+                    path.display()
+                );
+                return Ok(None);
+            }
+            path
+        }
+    };
+    let speeds = (!args.replay_speeds.is_empty()).then(|| args.replay_speeds.clone());
+    let trace = suite::trace_replay(args.suite, &path, speeds, args.trace_window).map_err(|e| e.to_string())?;
+    eprintln!(
+        "{}: {} of the {} requests of {} ({}), at speeds {:?}",
+        TraceReplay::NAME,
+        trace.replayed().count(),
+        trace.records().len(),
+        path.display(),
+        trace.window_s.map_or("the whole trace".to_string(), |w| format!("its first {w} s")),
+        trace.speeds,
+    );
+    Ok(Some(trace))
+}
+
 /// Part 2: the scaled-down bursty chat through real Envoy, beside the discrete-event
 /// prediction for the very same requests.
 fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     use infergate_bench::e2e;
     use infergate_bench::report::e2e::{E2eRow, e2e_markdown};
-    use infergate_bench::workloads::Workload;
 
     let workload = suite::e2e_workload();
     let step = workload.steps()[0];
@@ -103,10 +179,15 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let workloads: Vec<_> = suite::workloads(args.suite)
-        .into_iter()
-        .filter(|w| args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.name()))
-        .collect();
+    let mut workloads = suite::workloads(args.suite);
+    match trace_workload(&args) {
+        Ok(trace) => workloads.extend(trace.map(|t| Box::new(t) as Box<dyn Workload>)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    workloads.retain(|w| args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.name()));
     let policy_names: Vec<&str> =
         POLICIES.iter().copied().filter(|p| args.policies.is_empty() || args.policies.iter().any(|n| n == p)).collect();
     if workloads.is_empty() || policy_names.is_empty() {
@@ -125,15 +206,14 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
-    // Every (workload, step) scenario is generated once and shared by all policies.
-    let mut scenarios: Vec<(usize, usize, Scenario)> = Vec::new();
-    for (w, workload) in workloads.iter().enumerate() {
-        for (s, step) in workload.steps().into_iter().enumerate() {
-            // Seeded by name, so that filtering workloads does not change their requests.
-            let name_seed = xxhash_rust::xxh64::xxh64(workload.name().as_bytes(), args.seed);
-            scenarios.push((w, s, workload.scenario(step, name_seed ^ s as u64)));
-        }
-    }
+    // Every (workload, step) scenario is generated once, when a run first needs it, shared
+    // by all policies and dropped after the last: a whole trace's prompts take ~0.6 GB.
+    let runs = policy_names.len();
+    let scenarios: Vec<(usize, usize, LazyScenario)> = workloads
+        .iter()
+        .enumerate()
+        .flat_map(|(w, workload)| (0..workload.steps().len()).map(move |s| (w, s, LazyScenario::new(runs))))
+        .collect();
     let jobs: Vec<(usize, &str)> =
         (0..scenarios.len()).flat_map(|i| policy_names.iter().map(move |p| (i, *p))).collect();
     let bar = ProgressBar::new(jobs.len() as u64);
@@ -149,13 +229,20 @@ fn main() -> ExitCode {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&(scenario_index, policy_name)) = jobs.get(i) else { break };
-                    let (w, _, scenario) = &scenarios[scenario_index];
-                    bar.set_message(format!("{} / {policy_name}", workloads[*w].name()));
+                    let (w, s, lazy) = &scenarios[scenario_index];
+                    let workload = &workloads[*w];
+                    bar.set_message(format!("{} / {policy_name}", workload.name()));
+                    let scenario = lazy.get(|| {
+                        // Seeded by name, so that filtering workloads does not change their requests.
+                        let name_seed = xxhash_rust::xxh64::xxh64(workload.name().as_bytes(), args.seed);
+                        workload.scenario(workload.steps()[*s], name_seed ^ *s as u64)
+                    });
                     let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
-                    let Some(mut policy) = policies::build(policy_name, scenario.pods, args.seed, &fleet) else {
-                        continue;
-                    };
-                    let result = des::run(scenario, policy.as_mut());
+                    let policy = policies::build(policy_name, scenario.pods, args.seed, &fleet);
+                    let result = policy.map(|mut policy| des::run(&scenario, policy.as_mut()));
+                    drop(scenario);
+                    lazy.done();
+                    let Some(result) = result else { continue };
                     if let Ok(mut slots) = results.lock() {
                         slots[i] = Some(result);
                     }

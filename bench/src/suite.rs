@@ -1,6 +1,10 @@
 //! The suites: `quick` for `make bench` (minutes), `full` for `make bench-full`.
 
-use crate::workloads::{BurstyChat, LoraVariant, MultiLora, MultiRoundChat, SharedPrefix, Workload};
+use std::path::Path;
+
+use crate::workloads::{
+    BurstyChat, LoraVariant, MultiLora, MultiRoundChat, SharedPrefix, TraceError, TraceReplay, Workload,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SuiteKind {
@@ -45,6 +49,40 @@ pub fn workloads(kind: SuiteKind) -> Vec<Box<dyn Workload>> {
             Box::new(BurstyChat::published(BURSTY_CAPACITY, 600.0, vec![0.4, 0.6, 0.8])),
         ],
     }
+}
+
+/// The trace `trace-replay` reads unless told otherwise, relative to the repository root
+/// (see ../shared/traces/SOURCES.md).
+pub const DEFAULT_TRACE: &str = "../shared/traces/mooncake-conversation.jsonl";
+
+/// Replay speeds and window of `trace-replay` in each suite. On the conversation trace,
+/// round robin's mean TTFT passes 10 s at about 4.4× over the first 300 s (9.2 s at
+/// 4.25×, 10.7 s at 4.5×) and at about 3.4× over the whole trace (5.6 s at 3.25×,
+/// 13.3 s at 3.5×): the quick suite sweeps around the first over 300 s of the trace
+/// (918 requests; about a minute and a half for all policies on 2 threads, most of it
+/// the oracle's), the full suite from light load past the second over all of it.
+pub fn trace_plan(kind: SuiteKind) -> (Vec<f64>, Option<f64>) {
+    match kind {
+        SuiteKind::Quick => (vec![3.5, 4.0, 4.5, 5.0], Some(300.0)),
+        SuiteKind::Full => (vec![1.0, 2.0, 3.0, 3.5, 4.0], None),
+    }
+}
+
+/// `trace-replay` of the trace at `path` with the suite's plan, or the given speeds and
+/// window (a window of 0 replays the whole trace).
+pub fn trace_replay(
+    kind: SuiteKind,
+    path: &Path,
+    speeds: Option<Vec<f64>>,
+    window_s: Option<f64>,
+) -> Result<TraceReplay, TraceError> {
+    let (plan_speeds, plan_window) = trace_plan(kind);
+    let window_s = match window_s {
+        Some(w) if w > 0.0 => Some(w),
+        Some(_) => None,
+        None => plan_window,
+    };
+    TraceReplay::load(path, speeds.unwrap_or(plan_speeds), window_s)
 }
 
 /// Part 2: `bursty-chat` scaled down for the HTTP fleet behind real Envoy — 4 pods at

@@ -5,6 +5,7 @@ mod bursty_chat;
 mod multi_lora;
 mod multi_round_chat;
 mod shared_prefix;
+mod trace_replay;
 
 use infergate_model_sim::engine::EngineProfile;
 use serde::Serialize;
@@ -13,6 +14,7 @@ pub use bursty_chat::BurstyChat;
 pub use multi_lora::{LoraVariant, MultiLora};
 pub use multi_round_chat::MultiRoundChat;
 pub use shared_prefix::SharedPrefix;
+pub use trace_replay::{TraceError, TraceRecord, TraceReplay};
 
 use crate::request::BenchRequest;
 
@@ -33,7 +35,8 @@ pub struct Scenario {
 /// One point of a sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LoadStep {
-    /// The x-axis value: requests per second offered (or base rate for bursts).
+    /// The x-axis value: requests per second offered (or base rate for bursts, or
+    /// replay speed for a trace).
     pub qps: f64,
 }
 
