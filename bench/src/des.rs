@@ -145,7 +145,7 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
                         EngineEvent::FirstToken { id, at } => {
                             let id = id as usize;
                             outcomes[id].first_token = Some(at);
-                            policy.on_first_token(id, pod, &scenario.requests[id]);
+                            policy.on_first_token_at(id, pod, &scenario.requests[id], at);
                         }
                         EngineEvent::Finished { id, at } => {
                             let id = id as usize;

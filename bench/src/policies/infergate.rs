@@ -18,8 +18,19 @@ pub struct Infergate {
     router: Router,
     ledger: LocalLedger,
     endpoints: Vec<Endpoint>,
-    /// Per request: the pod its counts are on, its prefix hashes, its pending prefill.
-    routed: HashMap<usize, (Endpoint, Vec<u64>, u64)>,
+    /// Per request: what was routed, until it finishes.
+    routed: HashMap<usize, Routed>,
+}
+
+struct Routed {
+    /// The pod its counts are on.
+    counted_on: Endpoint,
+    hashes: Vec<u64>,
+    pending_prefill_tokens: u64,
+    pool: String,
+    /// When it was routed and the TTFT predicted for it, seconds and milliseconds.
+    routed_at: f64,
+    predicted_ttft_ms: f64,
 }
 
 impl Infergate {
@@ -47,7 +58,17 @@ impl Infergate {
         };
         let decision = self.router.route(&request, ms(ctx.now), &mut self.ledger)?;
         let endpoint = decision.chosen.endpoint;
-        self.routed.insert(ctx.id, (endpoint, decision.prefix_hashes, decision.pending_prefill_tokens));
+        self.routed.insert(
+            ctx.id,
+            Routed {
+                counted_on: endpoint,
+                hashes: decision.prefix_hashes,
+                pending_prefill_tokens: decision.pending_prefill_tokens,
+                pool: decision.pool,
+                routed_at: ctx.now,
+                predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
+            },
+        );
         Ok(self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0))
     }
 }
@@ -69,17 +90,19 @@ impl Policy for Infergate {
         self.route(ctx, None).unwrap_or(0)
     }
 
-    fn on_first_token(&mut self, id: usize, pod: usize, _request: &BenchRequest) {
-        if let (Some((counted_on, hashes, pending)), Some(endpoint)) = (self.routed.get(&id), self.endpoints.get(pod)) {
-            self.router.prefill_done(*counted_on, *pending, &mut self.ledger);
-            self.router.record_prefix(*endpoint, hashes);
+    fn on_first_token_at(&mut self, id: usize, pod: usize, _request: &BenchRequest, at: f64) {
+        if let (Some(routed), Some(endpoint)) = (self.routed.get(&id), self.endpoints.get(pod)) {
+            self.router.prefill_done(routed.counted_on, routed.pending_prefill_tokens, &mut self.ledger);
+            self.router.record_prefix(*endpoint, &routed.hashes);
+            let observed_ms = (at - routed.routed_at) * 1000.0;
+            self.router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
         }
     }
 
     fn on_finish(&mut self, id: usize, _pod: usize) {
-        if let Some((endpoint, _, _)) = self.routed.remove(&id) {
+        if let Some(routed) = self.routed.remove(&id) {
             // The prefill was released at the first token.
-            self.router.release(endpoint, 0, &mut self.ledger);
+            self.router.release(routed.counted_on, 0, &mut self.ledger);
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The routing policies compared, each re-implemented from its published formula and
-//! defaults, plus infergate's own router (the code the filter ships) and an oracle.
+//! defaults (a peer's file names the release and the source files it follows), plus
+//! infergate's own router (the code the filter ships) and an oracle.
 
 mod dynamo_kv;
 mod gie_default;
@@ -29,7 +30,10 @@ use crate::request::BenchRequest;
 
 /// Everything a policy may look at when it picks. Which parts it reads is what makes it
 /// realistic: the scraped view is 0–100 ms old; `engines` is the exact state, which only
-/// `oracle` and the KV-event-driven policies (`llmd_precise`, `dynamo_kv`) may use.
+/// `oracle` may read in full. The KV-event-driven policies read only what KV events
+/// tell: the prefix a pod has cached (`llmd_precise`'s prefix score, `dynamo_kv`'s
+/// overlap). Loads a router tracks itself (`dynamo_kv`'s active blocks and prefill
+/// tokens) it keeps from its own `pick`, `on_first_token` and `on_finish` calls.
 pub struct PickContext<'a> {
     pub id: usize,
     pub request: &'a BenchRequest,
@@ -53,6 +57,10 @@ pub trait Policy: Send {
     fn on_scrape(&mut self, _scrape: &ScrapeView, _now: f64) {}
     /// The pod produced the request's first token.
     fn on_first_token(&mut self, _id: usize, _pod: usize, _request: &BenchRequest) {}
+    /// The same, with the time of the first token: what a proxy observes.
+    fn on_first_token_at(&mut self, id: usize, pod: usize, request: &BenchRequest, _at: f64) {
+        self.on_first_token(id, pod, request);
+    }
     /// The request finished on the pod.
     fn on_finish(&mut self, _id: usize, _pod: usize) {}
 }

@@ -118,7 +118,7 @@ impl PrefixSettings {
         64
     }
     fn default_max_blocks() -> u32 {
-        256
+        1024
     }
     fn default_max_owners() -> u32 {
         4
@@ -156,7 +156,8 @@ pub struct CostDefaults {
     /// Added to a pod that has not reported metrics yet: usable, but not preferred.
     #[serde(default = "CostDefaults::default_unknown_pod_penalty_ms")]
     pub unknown_pod_penalty_ms: f64,
-    /// Output tokens assumed when a request sets no `max_tokens` (throughput profile).
+    /// Output tokens assumed when a request sets no `max_tokens` (throughput profile),
+    /// and of the running requests whose end frees KV room.
     #[serde(default = "CostDefaults::default_output_tokens")]
     pub output_tokens: f64,
 }

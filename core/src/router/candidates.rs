@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::DecisionBasis;
+use super::calibration::TtftCalibration;
 use super::ledger::LoadLedger;
 use crate::config::{PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
@@ -22,6 +23,7 @@ pub(super) struct Inputs<'a> {
     pub hashes: &'a [u64],
     pub adapter: Option<&'a str>,
     pub settings: &'a RoutingSettings,
+    pub calibration: &'a TtftCalibration,
     pub now_ms: u64,
 }
 
@@ -84,6 +86,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         running: f64::from(in_flight),
         pending_prefill_tokens: load.pending_prefill_tokens as f64,
         kv_cache_usage: None,
+        kv_free_tokens: None,
         adapter: AdapterState::Unknown,
         matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
         total_blocks: inputs.hashes.len(),
@@ -95,6 +98,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
             request_rate_per_s: signals.request_rate_per_s,
         },
         has_metrics: true,
+        ttft_factor: inputs.calibration.factor(&inputs.pool.name),
     };
     if fresh {
         // What this gateway sent since the scrape is not in it yet: count it as waiting.
@@ -106,6 +110,10 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         candidate.waiting = (signals.waiting + sent_since_scrape).max(f64::from(in_flight) - signals.running);
         candidate.running = signals.running;
         candidate.kv_cache_usage = Some(signals.kv_cache_usage);
+        candidate.kv_free_tokens = signals
+            .num_gpu_blocks
+            .zip(signals.block_size)
+            .map(|(blocks, size)| (1.0 - signals.kv_cache_usage.clamp(0.0, 1.0)) * blocks as f64 * f64::from(size));
     }
     candidate.adapter = match inputs.adapter {
         None => AdapterState::NotNeeded,
@@ -126,11 +134,13 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         running: in_flight,
         pending_prefill_tokens: load.pending_prefill_tokens as f64,
         kv_cache_usage: None,
+        kv_free_tokens: None,
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
         matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),
         total_blocks: inputs.hashes.len(),
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,
+        ttft_factor: inputs.calibration.factor(&inputs.pool.name),
     }
 }
 

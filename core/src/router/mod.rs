@@ -3,6 +3,7 @@
 //! follows (in-flight counts, prefix ownership).
 
 mod admission;
+mod calibration;
 mod candidates;
 mod decision;
 mod ledger;
@@ -16,8 +17,9 @@ use crate::config::{Criticality, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
-use crate::scoring::{RequestShape, over_threshold, rank_top, ttft_totals, weighted_totals};
+use crate::scoring::{RequestShape, keep_with_owner, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
+pub use calibration::TtftCalibration;
 pub use decision::{Decision, DecisionBasis, PodReport};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 use tables::PodTables;
@@ -30,6 +32,7 @@ pub struct Router {
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
     capacity: HashMap<Endpoint, usize>,
     prefix: PrefixIndex,
+    calibration: TtftCalibration,
     rng: fastrand::Rng,
     tables: PodTables,
 }
@@ -43,6 +46,7 @@ impl Router {
             snapshot: None,
             baseline: HashMap::new(),
             capacity: HashMap::new(),
+            calibration: TtftCalibration::default(),
             rng: fastrand::Rng::with_seed(seed),
             tables: PodTables::default(),
         }
@@ -78,6 +82,7 @@ impl Router {
         for pod in gone {
             self.prefix.forget(pod);
         }
+        self.calibration.retain(|pool| snapshot.routing.pool(pool).is_some());
         self.capacity = capacity;
         self.config = snapshot.routing.clone();
         self.snapshot = Some(snapshot);
@@ -111,6 +116,7 @@ impl Router {
             hashes: &hashes,
             adapter,
             settings,
+            calibration: &self.calibration,
             now_ms,
         };
         let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
@@ -124,10 +130,14 @@ impl Router {
             prompt_tokens: f64::from(request.prompt_tokens()),
             tokens_per_block: f64::from(settings.prefix.block_chars) / 4.0,
             output_tokens: request.max_tokens.map_or(settings.cost.output_tokens, f64::from),
+            best_matched_blocks: candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0),
         };
         let profile = self.config.profile_for(pool);
         match settings.scoring {
-            ScoringMode::PredictedTtft => ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.totals),
+            ScoringMode::PredictedTtft => {
+                ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
+                keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
+            }
             ScoringMode::Weighted => weighted_totals(
                 candidates,
                 &self.config.weights_for(pool),
@@ -138,7 +148,10 @@ impl Router {
         let totals = &tables.totals;
         let eligible = &mut tables.eligible;
         eligible.clear();
-        eligible.extend(candidates.iter().map(|c| !over_threshold(c, settings.kv_cache_threshold)));
+        // The predicted cost prices a full KV cache as the wait for room; the weighted
+        // mode has no such term and skips pods above the threshold instead.
+        let kv_filter = settings.scoring == ScoringMode::Weighted;
+        eligible.extend(candidates.iter().map(|c| !(kv_filter && over_threshold(c, settings.kv_cache_threshold))));
         if !eligible.iter().any(|ok| *ok) {
             eligible.iter_mut().for_each(|ok| *ok = true);
         }
@@ -151,10 +164,21 @@ impl Router {
         };
         let chosen = report(first).ok_or_else(|| ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s))?;
         let runner_up = ranked.get(1).and_then(|&i| report(i));
-        let best_match = candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0);
         let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
         let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        // The chosen pod will hold the prompt's blocks once this prefill runs, and a
+        // request with the same prefix queued behind it there finds them: the claim is
+        // made now, not at the first token, or every request of a prefix group that
+        // arrives within one TTFT of the first misses it and starts a cold copy
+        // elsewhere (which, under load, lengthens TTFT and widens that window). The
+        // first token confirms the claim on every worker.
+        let capacity = self.capacity.get(&chosen.endpoint).copied();
+        self.prefix.record(
+            chosen.endpoint,
+            &hashes,
+            capacity.unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize),
+        );
         Ok(Decision {
             pool: pool.name.clone(),
             model: model.name.clone(),
@@ -162,7 +186,7 @@ impl Router {
             endpoints: ranked.iter().filter_map(|&i| candidates.get(i).map(|c| c.endpoint)).collect(),
             basis,
             scoring: settings.scoring,
-            spilled: best_match > chosen.matched_blocks,
+            spilled: shape.best_matched_blocks > chosen.matched_blocks,
             prefix_hashes: hashes,
             pending_prefill_tokens,
             chosen,
@@ -174,6 +198,18 @@ impl Router {
     /// longer waits on the pod it was counted on.
     pub fn prefill_done(&mut self, counted_on: Endpoint, pending_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
         ledger.update(counted_on, 0, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+    }
+
+    /// A streamed answer's first token came `observed_ms` after the decision that
+    /// predicted `predicted_ms` for it: the pool's predictions are corrected towards
+    /// what the clock said. Returns the error, `observed − predicted`, when usable.
+    pub fn observe_first_token(&mut self, pool: &str, predicted_ms: f64, observed_ms: f64) -> Option<f64> {
+        self.calibration.observe(pool, predicted_ms, observed_ms)
+    }
+
+    /// What has been learned of each pod's predictions.
+    pub fn calibration(&self) -> &TtftCalibration {
+        &self.calibration
     }
 
     /// The chosen pod started answering: its prefill is done, so it holds the prompt's

@@ -2,13 +2,15 @@
 //! decision clears and refills them, so they grow to the largest pool once and a
 //! decision allocates no table of its own.
 
-use crate::scoring::Candidate;
+use crate::scoring::{Candidate, TtftBreakdown};
 
 #[derive(Debug, Default)]
 pub(super) struct PodTables {
     pub candidates: Vec<Candidate>,
     /// Whether each candidate's signals are fresh.
     pub fresh: Vec<bool>,
+    /// Each candidate's predicted cost, in the predicted-ttft mode.
+    pub breakdowns: Vec<TtftBreakdown>,
     /// Each candidate's score; higher is better.
     pub totals: Vec<f64>,
     /// One signal's scores, in the weighted mode.

@@ -61,6 +61,12 @@ fn snapshot(pool_name: &str, pods: Vec<PodState>) -> Snapshot {
     }
 }
 
+/// The prompt's block hashes, from a router of its own: routing records the prefix on
+/// the chosen pod at once, which these tests set up by hand.
+fn hashes_of(request: &InferenceRequest) -> Vec<u64> {
+    Router::new(config(), 1).route(request, 0, &mut LocalLedger::default()).map(|d| d.prefix_hashes).unwrap_or_default()
+}
+
 fn router_with(snapshot_pods: Vec<PodState>) -> (Router, LocalLedger) {
     let mut router = Router::new(config(), 1);
     let ledger = LocalLedger::default();
@@ -162,12 +168,27 @@ fn an_empty_pool_in_the_snapshot_is_503() {
 }
 
 #[test]
-fn pods_over_the_kv_threshold_are_skipped_unless_all_are() {
+fn a_full_kv_cache_costs_the_wait_for_room_instead_of_excluding_the_pod() {
+    // An idle pod with a full cache waits for a running request to finish; a pod with
+    // nine queued requests and room is faster, and the full one stays a retry target.
     let (mut router, mut ledger) = router_with(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.5, 1_000)]);
     let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
-    assert_eq!(d.endpoints, vec![ep(2)], "the full pod is not even a retry target");
-    let (mut router, mut ledger) = router_with(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.98, 1_000)]);
-    assert_eq!(router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints.len(), 2);
+    assert_eq!(d.endpoints, vec![ep(2), ep(1)], "{}", d.explain());
+    assert!(d.runner_up.is_some_and(|r| r.ttft.kv_wait_ms > 0.0), "{}", d.explain());
+}
+
+#[test]
+fn the_weighted_mode_skips_pods_over_the_kv_threshold_unless_all_are() {
+    let weighted = |pods: Vec<PodState>| {
+        let mut snap = snapshot("a", pods);
+        snap.routing.settings.scoring = ScoringMode::Weighted;
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snap, &ledger);
+        router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints
+    };
+    assert_eq!(weighted(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.5, 1_000)]), vec![ep(2)]);
+    assert_eq!(weighted(vec![pod(1, 0.0, 0.99, 1_000), pod(2, 9.0, 0.98, 1_000)]).len(), 2);
 }
 
 #[test]
@@ -192,7 +213,7 @@ fn the_next_turn_goes_to_the_pod_that_holds_the_conversation() {
 fn a_busy_prefix_owner_spills_to_an_idle_pod() {
     let (mut router, mut ledger) = router_with(vec![pod(1, 40.0, 0.6, 1_000), pod(2, 0.0, 0.1, 1_000)]);
     let prompt = chat("base", &"shared system prompt ".repeat(20));
-    let hashes = router.route(&prompt, 1_001, &mut LocalLedger::default()).unwrap().prefix_hashes;
+    let hashes = hashes_of(&prompt);
     router.record_prefix(ep(1), &hashes);
     let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
     assert_eq!(d.chosen.endpoint, ep(2));
@@ -292,9 +313,7 @@ fn a_pod_with_stale_signals_among_fresh_ones_gets_no_prefix_credit() {
     let route_with_pod3_scraped_at = |scraped_at_ms: u64| {
         let (mut router, mut ledger) =
             router_with(vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 0.0, 0.1, scraped_at_ms)]);
-        let first = router.route(&chat("base", &long), 1_010, &mut ledger).unwrap();
-        router.record_prefix(ep(3), &first.prefix_hashes);
-        router.release(first.chosen.endpoint, first.pending_prefill_tokens, &mut ledger);
+        router.record_prefix(ep(3), &hashes_of(&chat("base", &long)));
         router.route(&chat("base", &long), 1_010, &mut ledger).unwrap()
     };
     let fresh = route_with_pod3_scraped_at(1_000);

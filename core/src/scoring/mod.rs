@@ -10,6 +10,7 @@ mod kv_cache;
 mod lora_affinity;
 mod normalize;
 mod predicted_ttft;
+mod prefix_affinity;
 mod prefix_cache;
 mod queue_depth;
 mod rank;
@@ -19,6 +20,7 @@ use crate::config::{CostDefaults, Profile, Weights};
 use crate::endpoint::Endpoint;
 pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
+pub use prefix_affinity::keep_with_owner;
 pub use rank::rank_top;
 
 /// A pod's LoRA state for the requested adapter.
@@ -62,6 +64,8 @@ pub struct Candidate {
     pub pending_prefill_tokens: f64,
     /// KV-cache use in 0..=1; `None` when stale or missing.
     pub kv_cache_usage: Option<f64>,
+    /// Free KV-cache tokens at the scrape, when its use is fresh and its size known.
+    pub kv_free_tokens: Option<f64>,
     pub adapter: AdapterState,
     /// Leading prompt blocks this pod probably holds, and the prompt's total.
     pub matched_blocks: usize,
@@ -69,6 +73,9 @@ pub struct Candidate {
     pub learned: LearnedRates,
     /// False until the pod has reported metrics at least once.
     pub has_metrics: bool,
+    /// How much slower than predicted this pod's first tokens come, learned from what
+    /// the proxy observed (1 until observed): its time-based costs are multiplied by it.
+    pub ttft_factor: f64,
 }
 
 /// The request's side of the cost.
@@ -78,6 +85,8 @@ pub struct RequestShape {
     /// Characters per prefix block, to turn matched blocks into tokens.
     pub tokens_per_block: f64,
     pub output_tokens: f64,
+    /// The longest prefix match among the candidates, in blocks: who owns the prefix.
+    pub best_matched_blocks: usize,
 }
 
 /// One weighted-mode scorer: a score in 0..=1 per candidate, higher is better.
@@ -108,16 +117,20 @@ pub fn weighted_totals(candidates: &[Candidate], weights: &Weights, column: &mut
 }
 
 /// Negated predicted costs, so that higher is better as in the weighted mode; written
-/// into `totals`, a buffer the caller keeps between decisions.
+/// into `totals`, with each cost's parts in `breakdowns`: buffers the caller keeps
+/// between decisions.
 pub fn ttft_totals(
     candidates: &[Candidate],
     shape: &RequestShape,
     defaults: &CostDefaults,
     profile: Profile,
+    breakdowns: &mut Vec<TtftBreakdown>,
     totals: &mut Vec<f64>,
 ) {
+    breakdowns.clear();
+    breakdowns.extend(candidates.iter().map(|c| predicted_ttft(c, shape, defaults, profile)));
     totals.clear();
-    totals.extend(candidates.iter().map(|c| -predicted_ttft(c, shape, defaults, profile).total_ms));
+    totals.extend(breakdowns.iter().map(|b| -b.total_ms));
 }
 
 #[cfg(test)]
@@ -128,11 +141,13 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
         running,
         pending_prefill_tokens: 0.0,
         kv_cache_usage: kv,
+        kv_free_tokens: None,
         adapter: AdapterState::NotNeeded,
         matched_blocks: 0,
         total_blocks: 0,
         learned: LearnedRates::default(),
         has_metrics: true,
+        ttft_factor: 1.0,
     }
 }
 
