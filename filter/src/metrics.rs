@@ -18,6 +18,10 @@ impl Metric {
         Self(hostcalls::define_metric(MetricType::Gauge, name).ok())
     }
 
+    pub fn histogram(name: &str) -> Self {
+        Self(hostcalls::define_metric(MetricType::Histogram, name).ok())
+    }
+
     pub fn increment(self) {
         if let Some(id) = self.0 {
             let _ = hostcalls::increment_metric(id, 1);
@@ -121,6 +125,12 @@ pub struct PoolMetrics {
     pub prefix_hits: Metric,
     /// Decisions that left a longer prefix holder for a faster pod.
     pub spills: Metric,
+    /// Streamed requests' time from the decision to the first chunk, ms (histogram).
+    pub ttft_observed_ms: Metric,
+    /// |observed − predicted| of the same, ms (histogram): how far the cost is off.
+    pub ttft_abs_error_ms: Metric,
+    /// The pool's learned correction of its predictions, observed / predicted × 1000.
+    pub ttft_factor_milli: Metric,
 }
 
 impl PoolMetrics {
@@ -131,6 +141,9 @@ impl PoolMetrics {
             load_only: Metric::counter(&name("load_only")),
             prefix_hits: Metric::counter(&name("prefix_hits")),
             spills: Metric::counter(&name("spills")),
+            ttft_observed_ms: Metric::histogram(&name("ttft_observed_ms")),
+            ttft_abs_error_ms: Metric::histogram(&name("ttft_abs_error_ms")),
+            ttft_factor_milli: Metric::gauge(&name("ttft_factor_milli")),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! One request through the router: strip spoofable headers, buffer the body, decide,
 //! set the routing headers; when the pod produces its first output (the first chunk of
 //! a stream, or the headers of a whole answer), release its pending prefill and record
-//! the prompt's blocks as its own; when the stream ends, release the in-flight count.
+//! the prompt's blocks as its own, and, for a stream, check the predicted TTFT against
+//! the clock; when the stream ends, release the in-flight count.
 
 use std::rc::Rc;
 
@@ -33,6 +34,10 @@ struct Routed {
     counted_on: Endpoint,
     /// The prompt's block hashes, recorded once a pod answers.
     hashes: Vec<u64>,
+    pool: String,
+    /// When it was routed, and the TTFT predicted for it then.
+    routed_at_ms: u64,
+    predicted_ttft_ms: f64,
     /// Pending prefill tokens counted on `counted_on`, until the first answer.
     pending_prefill_tokens: Option<u64>,
     /// A streamed answer's headers come before its first token: wait for the first
@@ -105,6 +110,9 @@ impl RouterHttp {
         self.routed = Some(Routed {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,
+            pool: decision.pool,
+            routed_at_ms: host::now_unix_ms(),
+            predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
             awaiting_first_chunk: false,
             served_ok_by: None,
@@ -118,10 +126,22 @@ impl RouterHttp {
     /// are released and, if it answered successfully, it holds the prompt's blocks.
     fn first_answer(&mut self) {
         let Some(routed) = self.routed.as_mut() else { return };
+        // Only a stream's first chunk is its first token; a whole answer's headers come
+        // after its last one.
+        let first_token = routed.awaiting_first_chunk;
         routed.awaiting_first_chunk = false;
         if let Some(tokens) = routed.pending_prefill_tokens.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
                 router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
+                if first_token && routed.served_ok_by.is_some() {
+                    let observed_ms = host::now_unix_ms().saturating_sub(routed.routed_at_ms) as f64;
+                    let error = router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
+                    if let (Some(error), Some(pool)) = (error, self.shared.pool_metrics(&routed.pool)) {
+                        pool.ttft_observed_ms.set(observed_ms as u64);
+                        pool.ttft_abs_error_ms.set(error.abs() as u64);
+                        pool.ttft_factor_milli.set((router.calibration().factor(&routed.pool) * 1000.0) as u64);
+                    }
+                }
             }
         }
         if let Some(pod) = routed.served_ok_by {
