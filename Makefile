@@ -116,9 +116,11 @@ fuzz:
 chaos: setup wasm build
 	INFERGATE_CHAOS_REQUESTS=1000 cargo test --locked -p infergate-e2e --test faults -- --nocapture
 
-# Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts).
-bench: setup wasm build
-	cargo run --release --locked -p infergate-bench --bin infergate-bench -- --suite quick
+# Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts). Part 2 runs
+# real Envoy with the filter and the release agent, so those are built first.
+bench: envoy wasm
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/infergate-bench --suite quick
 
 # The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
 # Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
@@ -138,8 +140,9 @@ bench-datapath: setup wasm
 	target/release/datapath --out bench/results/datapath
 	cargo bench --locked -p infergate-bench --bench hot_path
 
-bench-full: setup wasm build
-	cargo run --release --locked -p infergate-bench --bin infergate-bench -- --suite full
+bench-full: envoy wasm
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/infergate-bench --suite full
 
 clean:
 	cargo clean

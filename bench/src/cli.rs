@@ -1,5 +1,6 @@
 //! What the measurement binaries (`agent_scale`, `datapath`, `soak`) share: their
-//! two-thread runtime and where their Markdown results go.
+//! two-thread runtime, the check that what they start is built, and where their
+//! Markdown results go.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,6 +11,24 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         eprintln!("error: cannot start the runtime: {e}");
         ExitCode::FAILURE
     })
+}
+
+/// Checks that Envoy, the filter and the agent of this profile are there before any
+/// work starts: a missing piece is an error that says how to build it, not a panic
+/// minutes into a run. With `only`, a pass ends the run (`--preflight`: what CI runs).
+pub fn preflight(only: bool) -> Result<(), ExitCode> {
+    let missing = infergate_e2e::artifacts::missing_for_stack();
+    for what in &missing {
+        eprintln!("error: {what}");
+    }
+    if !missing.is_empty() {
+        return Err(ExitCode::from(2));
+    }
+    if only {
+        eprintln!("preflight: Envoy, the filter and the agent are in place");
+        return Err(ExitCode::SUCCESS);
+    }
+    Ok(())
 }
 
 /// Prints `text` and writes it to `out/results.md`.

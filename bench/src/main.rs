@@ -42,6 +42,9 @@ struct Args {
     /// Skip part 2, the end-to-end run through real Envoy.
     #[arg(long)]
     skip_e2e: bool,
+    /// Only check that what part 2 starts (Envoy, the filter, the agent) is built.
+    #[arg(long)]
+    preflight: bool,
     /// Part 2 runs the simulated pods this many times slower than the engine model (and
     /// stretches arrivals alike), to leave CPU for Envoy and the load generator.
     #[arg(long, default_value_t = 1.0)]
@@ -179,6 +182,12 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Part 2 starts real Envoy and the agent: find out now, not after part 1.
+    if args.preflight || !args.skip_e2e {
+        if let Err(code) = infergate_bench::cli::preflight(args.preflight) {
+            return code;
+        }
+    }
     let mut workloads = suite::workloads(args.suite);
     match trace_workload(&args) {
         Ok(trace) => workloads.extend(trace.map(|t| Box::new(t) as Box<dyn Workload>)),

