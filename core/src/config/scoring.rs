@@ -215,7 +215,8 @@ pub struct RoutingSettings {
     /// Adapter lists change slowly, so they stay usable longer.
     #[serde(default = "RoutingSettings::default_adapter_max_age_ms")]
     pub adapter_max_age_ms: u64,
-    /// Pods whose KV-cache use is above this are skipped, unless all are.
+    /// Weighted mode: pods whose KV-cache use is above this are skipped, unless all
+    /// are. The predicted-TTFT mode prices a full cache as the wait for room instead.
     #[serde(default = "RoutingSettings::default_kv_cache_threshold")]
     pub kv_cache_threshold: f64,
     /// How many ranked endpoints go in `x-gateway-destination-endpoint` (first is the
