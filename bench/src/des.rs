@@ -2,6 +2,10 @@
 //! Pods step independently (each step's end is an event); arrivals, conversation
 //! follow-ups and the agent's scrapes are events too. Same scenario, same policy, same
 //! seed: the same result, byte for byte.
+//!
+//! A scenario's calibration plan can make every pod report its latencies scaled (its
+//! metrics lie about its speed) and hold its last pods out of the fleet until their join
+//! time: until then they are in no scrape, and the policies see only the pods present.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -69,13 +73,18 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
 
 /// The same run, returning each request's outcome and the pods' final state.
 pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<RequestOutcome>, Vec<Engine>) {
+    let plan = &scenario.calibration;
     let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
-    let mut engines: Vec<Engine> = (0..scenario.pods).map(|_| Engine::new(scenario.profile)).collect();
+    let mut engines: Vec<Engine> = (0..scenario.pods)
+        .map(|_| Engine::new(scenario.profile).reporting_time_scale(plan.reporting_time_scale))
+        .collect();
+    // The pods policies may pick at `now`: at least the first one.
+    let present = |now: f64| plan.present(scenario.pods, now).clamp(1, scenario.pods.max(1));
     let mut stepping = vec![false; scenario.pods];
     let mut pending_steps: Vec<Vec<EngineEvent>> = vec![Vec::new(); scenario.pods];
     let mut in_flight = vec![0u32; scenario.pods];
     let mut scraper = Scraper::new(scenario.pods);
-    let mut scrape = scraper.scrape(&engines, &fleet, 0.0);
+    let mut scrape = scraper.scrape(engines.get(..present(0.0)).unwrap_or_default(), &fleet, 0.0);
     policy.on_scrape(&scrape, 0.0);
 
     let mut outcomes: Vec<RequestOutcome> = vec![RequestOutcome::default(); scenario.requests.len()];
@@ -97,13 +106,21 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
         }
         match event {
             Event::Scrape => {
-                scrape = scraper.scrape(&engines, &fleet, now);
+                scrape = scraper.scrape(engines.get(..present(now)).unwrap_or_default(), &fleet, now);
                 policy.on_scrape(&scrape, now);
                 queue.push(now + SCRAPE_INTERVAL_S, Event::Scrape);
             }
             Event::Arrival(id) => {
                 let request = &scenario.requests[id];
-                let ctx = PickContext { id, request, now, engines: &engines, scrape: &scrape, in_flight: &in_flight };
+                let here = present(now);
+                let ctx = PickContext {
+                    id,
+                    request,
+                    now,
+                    engines: engines.get(..here).unwrap_or_default(),
+                    scrape: &scrape,
+                    in_flight: in_flight.get(..here).unwrap_or_default(),
+                };
                 if !policy.admit(&ctx) {
                     outcomes[id].arrival = now;
                     outcomes[id].shed = true;
@@ -115,7 +132,7 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
                     continue;
                 }
                 let pod = policy.pick(&ctx);
-                let pod = pod.min(scenario.pods - 1);
+                let pod = pod.min(here - 1);
                 outcomes[id].arrival = now;
                 outcomes[id].pod = pod;
                 outcomes[id].output_tokens = request.output_tokens;
@@ -210,3 +227,6 @@ fn start_step(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -79,6 +79,8 @@ impl Scraper {
         Self { learners: (0..pods).map(|_| RateLearner::default()).collect(), sequence: 0 }
     }
 
+    /// Scrapes `engines`, the fleet's first pods: a pod that has not joined yet is
+    /// left out of the scrape, its learner and the snapshot's pool alike.
     pub fn scrape(&mut self, engines: &[Engine], fleet: &FleetConfig, now: f64) -> ScrapeView {
         let now_ms = (now * 1000.0) as u64;
         let mut signals = Vec::with_capacity(engines.len());
@@ -105,13 +107,19 @@ impl Scraper {
             signals.push(parsed);
         }
         self.sequence += 1;
+        let mut routing = fleet.routing.clone();
+        if engines.len() < fleet.endpoints.len() {
+            for pool in &mut routing.pools {
+                pool.endpoints.retain(|e| pods.iter().any(|p| p.address == *e));
+            }
+        }
         ScrapeView {
             signals,
             snapshot: Snapshot {
                 version: SNAPSHOT_VERSION,
                 sequence: self.sequence,
                 created_at_ms: now_ms,
-                routing: fleet.routing.clone(),
+                routing,
                 pools: vec![PoolState { name: POOL.into(), pods }],
             },
         }

@@ -5,7 +5,7 @@
 use infergate_model_sim::engine::EngineProfile;
 
 use crate::request::{Arrival, BenchRequest, render, text};
-use crate::workloads::{BASE_MODEL, Scenario, lognormal, poisson};
+use crate::workloads::{BASE_MODEL, CalibrationPlan, Scenario, lognormal, poisson};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Region {
@@ -89,6 +89,7 @@ impl TwoRegions {
             adapters: Vec::new(),
             requests,
             duration_s: self.duration_s,
+            calibration: CalibrationPlan::NONE,
         };
         (scenario, tags)
     }

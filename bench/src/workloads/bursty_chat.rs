@@ -6,7 +6,7 @@
 
 use infergate_model_sim::engine::EngineProfile;
 
-use super::{BASE_MODEL, LoadStep, Scenario, Workload, lognormal, poisson, weighted_index};
+use super::{BASE_MODEL, CalibrationPlan, LoadStep, Scenario, Workload, lognormal, poisson, weighted_index};
 use crate::request::{Arrival, BenchRequest, answer, render, text};
 
 pub struct BurstyChat {
@@ -92,6 +92,7 @@ impl Workload for BurstyChat {
             adapters,
             requests,
             duration_s: self.duration_s,
+            calibration: CalibrationPlan::NONE,
         }
     }
 }

@@ -30,6 +30,35 @@ pub struct Scenario {
     /// Arrivals stop here: a conversation's next turn due later is not sent (nor
     /// counted); the run continues until every sent request finished.
     pub duration_s: f64,
+    /// Pods whose metrics lie and pods that join under way; [`CalibrationPlan::NONE`]
+    /// for a truthful, fixed fleet.
+    pub calibration: CalibrationPlan,
+}
+
+/// How a scenario's fleet departs from truthful pods that are all there from the start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationPlan {
+    /// Every pod reports its latency histograms times this: 1.0 is truthful, 0.1 a pod
+    /// whose metrics say it is 10× faster than it is (see `Engine::reporting_time_scale`).
+    pub reporting_time_scale: f64,
+    /// The last `join_at_s.len()` pods join the fleet under way, one after the other at
+    /// these times: before its time a pod is in no scrape or snapshot and no policy can
+    /// pick it; it joins empty, with no metrics history. A pod joins no earlier than
+    /// the one before it.
+    pub join_at_s: Vec<f64>,
+}
+
+impl CalibrationPlan {
+    /// Truthful pods, all there from the start.
+    pub const NONE: Self = Self { reporting_time_scale: 1.0, join_at_s: Vec::new() };
+
+    /// How many pods of a fleet of `pods` are in it at `now`: the first ones, since
+    /// joiners are the last pods (a join time that is not a number never comes).
+    pub fn present(&self, pods: usize, now: f64) -> usize {
+        let joiners = self.join_at_s.len().min(pods);
+        let joined = self.join_at_s.iter().take(joiners).take_while(|&&t| t <= now).count();
+        pods - joiners + joined
+    }
 }
 
 /// One point of a sweep.

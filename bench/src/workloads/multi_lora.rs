@@ -3,7 +3,7 @@
 
 use infergate_model_sim::engine::EngineProfile;
 
-use super::{LoadStep, Scenario, Workload, lognormal, poisson, weighted_index};
+use super::{CalibrationPlan, LoadStep, Scenario, Workload, lognormal, poisson, weighted_index};
 use crate::request::{Arrival, BenchRequest, render, text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,7 @@ impl Workload for MultiLora {
             adapters,
             requests,
             duration_s: self.duration_s,
+            calibration: CalibrationPlan::NONE,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use infergate_model_sim::engine::EngineProfile;
 
-use super::{BASE_MODEL, LoadStep, Scenario, Workload};
+use super::{BASE_MODEL, CalibrationPlan, LoadStep, Scenario, Workload};
 use crate::request::{Arrival, BenchRequest, answer, render, text};
 
 pub struct MultiRoundChat {
@@ -60,6 +60,7 @@ impl Workload for MultiRoundChat {
             adapters: Vec::new(),
             requests,
             duration_s: gap * self.rounds as f64 * 1.5,
+            calibration: CalibrationPlan::NONE,
         }
     }
 }

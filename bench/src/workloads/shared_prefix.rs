@@ -4,7 +4,7 @@
 
 use infergate_model_sim::engine::EngineProfile;
 
-use super::{BASE_MODEL, LoadStep, Scenario, Workload, poisson};
+use super::{BASE_MODEL, CalibrationPlan, LoadStep, Scenario, Workload, poisson};
 use crate::request::{Arrival, BenchRequest, render, text};
 
 pub struct SharedPrefix {
@@ -53,6 +53,7 @@ impl Workload for SharedPrefix {
             adapters: Vec::new(),
             requests,
             duration_s: self.duration_s,
+            calibration: CalibrationPlan::NONE,
         }
     }
 }

@@ -17,7 +17,7 @@ use infergate_model_sim::engine::{CHARS_PER_TOKEN, EngineProfile};
 use serde::Deserialize;
 use xxhash_rust::xxh64::xxh64;
 
-use super::{BASE_MODEL, LoadStep, Scenario, Workload};
+use super::{BASE_MODEL, CalibrationPlan, LoadStep, Scenario, Workload};
 use crate::request::{Arrival, BenchRequest, render, text};
 
 /// Tokens per trace block (Mooncake's block size).
@@ -196,7 +196,14 @@ impl Workload for TraceReplay {
             .collect();
         let last_ms = self.replayed().map(|(_, r)| r.timestamp).fold(0.0, f64::max);
         let span_s = self.window_s.unwrap_or(last_ms / 1000.0);
-        Scenario { pods: PODS, profile: PROFILE, adapters: Vec::new(), requests, duration_s: span_s / speed }
+        Scenario {
+            pods: PODS,
+            profile: PROFILE,
+            adapters: Vec::new(),
+            requests,
+            duration_s: span_s / speed,
+            calibration: CalibrationPlan::NONE,
+        }
     }
 }
 
