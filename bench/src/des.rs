@@ -6,12 +6,15 @@
 //! A scenario's calibration plan can make every pod report its latencies scaled (its
 //! metrics lie about its speed) and hold its last pods out of the fleet until their join
 //! time: until then they are in no scrape, and the policies see only the pods present.
+//! From its measuring time on, each scrape also samples every pod's queued prefill
+//! (`calibration::PrefillShares`).
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use infergate_model_sim::engine::{Engine, EngineEvent, SimRequest};
 
+use crate::calibration::{CalibrationResult, PrefillShares};
 use crate::fleet::{FleetConfig, SCRAPE_INTERVAL_S, Scraper};
 use crate::policies::{PickContext, Policy};
 use crate::request::Arrival;
@@ -67,12 +70,29 @@ impl Queue {
 const DRAIN_LIMIT_S: f64 = 600.0;
 
 pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
-    let (outcomes, engines) = run_outcomes(scenario, policy);
-    RunResult::collect(&outcomes, &engines)
+    let sim = simulate(scenario, policy);
+    let mut result = RunResult::collect(&sim.outcomes, &sim.engines);
+    if let Some(from_s) = scenario.calibration.measure_from_s {
+        result.calibration =
+            Some(CalibrationResult::measure(from_s, policy.ttft_predictions(), &sim.outcomes, &sim.shares));
+    }
+    result
 }
 
 /// The same run, returning each request's outcome and the pods' final state.
 pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<RequestOutcome>, Vec<Engine>) {
+    let sim = simulate(scenario, policy);
+    (sim.outcomes, sim.engines)
+}
+
+struct Simulated {
+    outcomes: Vec<RequestOutcome>,
+    engines: Vec<Engine>,
+    /// Sampled at each scrape in the calibration plan's window, while arrivals last.
+    shares: PrefillShares,
+}
+
+fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
     let plan = &scenario.calibration;
     let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
     let mut engines: Vec<Engine> = (0..scenario.pods)
@@ -80,6 +100,7 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
         .collect();
     // The pods policies may pick at `now`: at least the first one.
     let present = |now: f64| plan.present(scenario.pods, now).clamp(1, scenario.pods.max(1));
+    let mut shares = PrefillShares::new(scenario.pods);
     let mut stepping = vec![false; scenario.pods];
     let mut pending_steps: Vec<Vec<EngineEvent>> = vec![Vec::new(); scenario.pods];
     let mut in_flight = vec![0u32; scenario.pods];
@@ -106,7 +127,11 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
         }
         match event {
             Event::Scrape => {
-                scrape = scraper.scrape(engines.get(..present(now)).unwrap_or_default(), &fleet, now);
+                let here = engines.get(..present(now)).unwrap_or_default();
+                if plan.measure_from_s.is_some_and(|from| now >= from) && now <= scenario.duration_s {
+                    shares.sample(here);
+                }
+                scrape = scraper.scrape(here, &fleet, now);
                 policy.on_scrape(&scrape, now);
                 queue.push(now + SCRAPE_INTERVAL_S, Event::Scrape);
             }
@@ -185,7 +210,7 @@ pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<Reques
             }
         }
     }
-    (outcomes, engines)
+    Simulated { outcomes, engines, shares }
 }
 
 /// Marks a turn that would arrive after the end, and the turns after it, as not sent.

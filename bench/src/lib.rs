@@ -4,6 +4,7 @@
 //! workloads, with fixed seeds.
 
 pub mod agent_scale;
+pub mod calibration;
 pub mod cli;
 pub mod datapath;
 pub mod des;

@@ -217,14 +217,22 @@ fn main() -> ExitCode {
 
     // Every (workload, step) scenario is generated once, when a run first needs it, shared
     // by all policies and dropped after the last: a whole trace's prompts take ~0.6 GB.
-    let runs = policy_names.len();
+    let policies_of = |workload: &dyn Workload| -> Vec<&str> {
+        policy_names.iter().copied().filter(|p| workload.runs_policy(p)).collect()
+    };
     let scenarios: Vec<(usize, usize, LazyScenario)> = workloads
         .iter()
         .enumerate()
-        .flat_map(|(w, workload)| (0..workload.steps().len()).map(move |s| (w, s, LazyScenario::new(runs))))
+        .flat_map(|(w, workload)| {
+            let runs = policies_of(workload.as_ref()).len();
+            (0..workload.steps().len()).map(move |s| (w, s, LazyScenario::new(runs)))
+        })
         .collect();
-    let jobs: Vec<(usize, &str)> =
-        (0..scenarios.len()).flat_map(|i| policy_names.iter().map(move |p| (i, *p))).collect();
+    let jobs: Vec<(usize, &str)> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (w, _, _))| policies_of(workloads[*w].as_ref()).into_iter().map(move |p| (i, p)))
+        .collect();
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
@@ -266,7 +274,7 @@ fn main() -> ExitCode {
     let mut reports = Vec::new();
     for (w, workload) in workloads.iter().enumerate() {
         let steps = workload.steps();
-        let policies = policy_names
+        let policies = policies_of(workload.as_ref())
             .iter()
             .map(|policy| PolicyRuns {
                 policy: (*policy).to_string(),

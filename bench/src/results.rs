@@ -4,6 +4,8 @@ use hdrhistogram::Histogram;
 use infergate_model_sim::engine::Engine;
 use serde::Serialize;
 
+use crate::calibration::CalibrationResult;
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequestOutcome {
     pub arrival: f64,
@@ -38,6 +40,9 @@ pub struct RunResult {
     pub lora_loads: u64,
     /// Coefficient of variation of busy time across pods.
     pub load_imbalance_cv: f64,
+    /// Only the `calibration` scenarios measure these.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationResult>,
 }
 
 /// Microseconds from 1 µs to one hour, three significant digits.
@@ -54,7 +59,7 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 }
 
 /// Rounds to 0.001 so that JSON output is stable and readable.
-fn round3(x: f64) -> f64 {
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
@@ -106,6 +111,23 @@ impl RunResult {
             prefix_hit_rate: round3(if queries > 0 { hits as f64 / queries as f64 } else { 0.0 }),
             lora_loads: stats.iter().map(|s| s.lora_loads_total).sum(),
             load_imbalance_cv: round3(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
+            calibration: None,
         }
+    }
+}
+
+/// TTFT percentiles of the answered requests among `outcomes`.
+pub(crate) fn ttft_percentiles<'a>(outcomes: impl Iterator<Item = &'a RequestOutcome>) -> Percentiles {
+    let mut ttft = histogram();
+    for o in outcomes {
+        if let (Some(ft), Some(_)) = (o.first_token, o.finished) {
+            let _ = ttft.record(micros(ft - o.arrival));
+        }
+    }
+    Percentiles {
+        mean: round3(ttft.mean() / 1000.0),
+        p50: round3(ms(&ttft, 0.5)),
+        p90: round3(ms(&ttft, 0.9)),
+        p99: round3(ms(&ttft, 0.99)),
     }
 }

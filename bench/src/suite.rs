@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use crate::workloads::{
-    BurstyChat, LoraVariant, MultiLora, MultiRoundChat, SharedPrefix, TraceError, TraceReplay, Workload,
+    BurstyChat, Calibration, CalibrationCase, LoraVariant, MultiLora, MultiRoundChat, SharedPrefix, TraceError,
+    TraceReplay, Workload,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,6 +33,9 @@ pub fn workloads(kind: SuiteKind) -> Vec<Box<dyn Workload>> {
             }),
             Box::new(MultiRoundChat { users: 64, rounds: 10, qps_steps: vec![10.0, 30.0, 60.0] }),
             Box::new(BurstyChat::published(BURSTY_CAPACITY, 120.0, vec![0.6])),
+            Box::new(Calibration::standard(CalibrationCase::Slow10x)),
+            Box::new(Calibration::standard(CalibrationCase::Fast3x)),
+            Box::new(Calibration::standard(CalibrationCase::ColdJoin)),
         ],
         SuiteKind::Full => vec![
             Box::new(SharedPrefix::published(vec![3.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0], 60.0)),
@@ -47,6 +51,9 @@ pub fn workloads(kind: SuiteKind) -> Vec<Box<dyn Workload>> {
             }),
             Box::new(MultiRoundChat { users: 320, rounds: 10, qps_steps: vec![10.0, 20.0, 40.0, 60.0, 80.0] }),
             Box::new(BurstyChat::published(BURSTY_CAPACITY, 600.0, vec![0.4, 0.6, 0.8])),
+            Box::new(Calibration::standard(CalibrationCase::Slow10x)),
+            Box::new(Calibration::standard(CalibrationCase::Fast3x)),
+            Box::new(Calibration::standard(CalibrationCase::ColdJoin)),
         ],
     }
 }

@@ -1,6 +1,8 @@
 //! infergate: the router the Envoy filter runs (`infergate_core::router::Router`), fed
 //! the snapshot the metrics agent would build from each scrape, with its own in-flight
-//! ledger and prefix recording at first token.
+//! ledger and prefix recording at first token. Each first token is compared with the
+//! TTFT the router predicted for it, which the router learns from and the calibration
+//! report reads.
 
 use std::collections::HashMap;
 
@@ -11,6 +13,7 @@ use infergate_core::request::InferenceRequest;
 use infergate_core::router::{LocalLedger, Router};
 
 use super::{PickContext, Policy};
+use crate::calibration::TtftPrediction;
 use crate::fleet::{FleetConfig, ScrapeView};
 use crate::request::BenchRequest;
 
@@ -20,6 +23,8 @@ pub struct Infergate {
     endpoints: Vec<Endpoint>,
     /// Per request: what was routed, until it finishes.
     routed: HashMap<usize, Routed>,
+    /// Each first token beside its prediction, in the order they came.
+    predictions: Vec<TtftPrediction>,
 }
 
 struct Routed {
@@ -40,6 +45,7 @@ impl Infergate {
             ledger: LocalLedger::default(),
             endpoints: fleet.endpoints.clone(),
             routed: HashMap::new(),
+            predictions: Vec::new(),
         }
     }
 }
@@ -96,6 +102,12 @@ impl Policy for Infergate {
             self.router.record_prefix(*endpoint, &routed.hashes);
             let observed_ms = (at - routed.routed_at) * 1000.0;
             self.router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
+            self.predictions.push(TtftPrediction {
+                routed_at_s: routed.routed_at,
+                pod,
+                predicted_ms: routed.predicted_ttft_ms,
+                observed_ms,
+            });
         }
     }
 
@@ -104,5 +116,9 @@ impl Policy for Infergate {
             // The prefill was released at the first token.
             self.router.release(routed.counted_on, 0, &mut self.ledger);
         }
+    }
+
+    fn ttft_predictions(&self) -> Option<&[TtftPrediction]> {
+        Some(&self.predictions)
     }
 }

@@ -25,6 +25,7 @@ pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use sglang_cache_aware::SglangCacheAware;
 
+use crate::calibration::TtftPrediction;
 use crate::fleet::ScrapeView;
 use crate::request::BenchRequest;
 
@@ -63,6 +64,11 @@ pub trait Policy: Send {
     }
     /// The request finished on the pod.
     fn on_finish(&mut self, _id: usize, _pod: usize) {}
+    /// The TTFT predicted for each request routed so far that had its first token,
+    /// beside the one observed; `None` for a policy that predicts none.
+    fn ttft_predictions(&self) -> Option<&[TtftPrediction]> {
+        None
+    }
 }
 
 /// The names, in report order.

@@ -1,5 +1,6 @@
 //! Results of a suite: JSON (stable, for diffs), Markdown tables, and charts.
 
+pub mod calibration;
 pub mod charts;
 pub mod e2e;
 
@@ -93,6 +94,7 @@ pub fn markdown(reports: &[WorkloadReport]) -> String {
                 );
             }
         }
+        out.push_str(&calibration::markdown(report));
         out.push('\n');
     }
     out
@@ -112,6 +114,9 @@ pub fn targets(reports: &[WorkloadReport]) -> String {
     };
     for r in reports {
         let name = r.workload.as_str();
+        for (target, measured, met) in calibration::target_rows(r) {
+            row(name, &target, measured, met);
+        }
         let Some(ours) = p90(r, "infergate") else { continue };
         if name == "bursty-chat" {
             if let Some(rr) = p90(r, "round_robin") {

@@ -2,6 +2,7 @@
 //! exists, the parameters are its own (see BENCHMARKS.md for the sources).
 
 mod bursty_chat;
+mod calibration;
 mod multi_lora;
 mod multi_round_chat;
 mod shared_prefix;
@@ -11,6 +12,7 @@ use infergate_model_sim::engine::EngineProfile;
 use serde::Serialize;
 
 pub use bursty_chat::BurstyChat;
+pub use calibration::{Calibration, CalibrationCase};
 pub use multi_lora::{LoraVariant, MultiLora};
 pub use multi_round_chat::MultiRoundChat;
 pub use shared_prefix::SharedPrefix;
@@ -30,12 +32,13 @@ pub struct Scenario {
     /// Arrivals stop here: a conversation's next turn due later is not sent (nor
     /// counted); the run continues until every sent request finished.
     pub duration_s: f64,
-    /// Pods whose metrics lie and pods that join under way; [`CalibrationPlan::NONE`]
-    /// for a truthful, fixed fleet.
+    /// Pods whose metrics lie, pods that join under way, and from when the run measures
+    /// how the router copes; [`CalibrationPlan::NONE`] for a truthful, fixed fleet.
     pub calibration: CalibrationPlan,
 }
 
-/// How a scenario's fleet departs from truthful pods that are all there from the start.
+/// How a scenario's fleet departs from truthful pods that are all there from the start,
+/// and from when the run measures how the router copes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CalibrationPlan {
     /// Every pod reports its latency histograms times this: 1.0 is truthful, 0.1 a pod
@@ -46,11 +49,15 @@ pub struct CalibrationPlan {
     /// pick it; it joins empty, with no metrics history. A pod joins no earlier than
     /// the one before it.
     pub join_at_s: Vec<f64>,
+    /// From this time on, the run also measures the router's TTFT predictions and each
+    /// pod's share of the queued prefill (`calibration::CalibrationResult`); `None`
+    /// leaves the results as they were.
+    pub measure_from_s: Option<f64>,
 }
 
 impl CalibrationPlan {
-    /// Truthful pods, all there from the start.
-    pub const NONE: Self = Self { reporting_time_scale: 1.0, join_at_s: Vec::new() };
+    /// Truthful pods, all there from the start; nothing extra measured.
+    pub const NONE: Self = Self { reporting_time_scale: 1.0, join_at_s: Vec::new(), measure_from_s: None };
 
     /// How many pods of a fleet of `pods` are in it at `now`: the first ones, since
     /// joiners are the last pods (a join time that is not a number never comes).
@@ -73,6 +80,10 @@ pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     fn steps(&self) -> Vec<LoadStep>;
     fn scenario(&self, step: LoadStep, seed: u64) -> Scenario;
+    /// Whether the policy of this name is run on this workload (all are, by default).
+    fn runs_policy(&self, _policy: &str) -> bool {
+        true
+    }
 }
 
 /// Poisson arrival times at `qps` over `[start, end)`.
