@@ -131,11 +131,13 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
         let reply = stack.chat("sql-lora", 1).await;
         assert_eq!(reply.served_by(), Some(resident.as_str()), "{:?}", reply.header("x-infergate-decision"));
     }
-    // With the resident pod gone, the pod with a free slot beats the ones that must evict.
+    // With the resident pod's KV cache full (no room for even this prompt: it would
+    // wait for a running request to finish), the pod with a free slot beats it and the
+    // ones that must evict.
     stack
         .pin_json(
             pods[2],
-            json!({"waiting": 0, "running": 1, "kv_cache_usage": 0.99, "running_lora_adapters": ["sql-lora"]}),
+            json!({"waiting": 0, "running": 1, "kv_cache_usage": 1.0, "running_lora_adapters": ["sql-lora"]}),
         )
         .await;
     let free = pods[1].to_string();
