@@ -64,13 +64,14 @@ impl PodReport {
     fn describe(&self, out: &mut String) {
         let _ = write!(
             out,
-            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
+            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} resident_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
             self.endpoint,
             self.ttft.ttft_ms,
             self.ttft.queue_ms,
             self.ttft.prefill_ms,
             self.ttft.adapter_ms,
             self.ttft.impact_ms,
+            self.ttft.resident_ms,
             self.waiting,
             self.running,
             self.kv_cache_usage.map_or_else(|| "?".to_string(), |kv| format!("{kv:.2}")),
