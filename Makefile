@@ -78,7 +78,7 @@ test-core-wasm: rust-targets node
 	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-runner.mjs" \
 	  cargo test --locked -p infergate-core --target wasm32-wasip1
 
-lint:
+lint: rust-targets
 	cargo fmt --all -- --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo clippy --locked -p infergate-filter --target wasm32-wasip1 -- -D warnings
