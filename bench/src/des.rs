@@ -187,7 +187,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
                         EngineEvent::FirstToken { id, at } => {
                             let id = id as usize;
                             outcomes[id].first_token = Some(at);
-                            policy.on_first_token_at(id, pod, &scenario.requests[id], at);
+                            policy.on_first_token(id, pod, &scenario.requests[id], at);
                         }
                         EngineEvent::Finished { id, at } => {
                             let id = id as usize;

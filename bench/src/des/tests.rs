@@ -65,8 +65,8 @@ impl Policy for Recorder {
         self.scrapes.push((now, pods.len(), rate));
         self.inner.on_scrape(scrape, now);
     }
-    fn on_first_token_at(&mut self, id: usize, pod: usize, request: &BenchRequest, at: f64) {
-        self.inner.on_first_token_at(id, pod, request, at);
+    fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest, at: f64) {
+        self.inner.on_first_token(id, pod, request, at);
     }
     fn on_finish(&mut self, id: usize, pod: usize) {
         self.inner.on_finish(id, pod);

@@ -80,9 +80,9 @@ impl Clusters {
         Some(cluster * self.pods_per_cluster + local)
     }
 
-    fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest) {
+    fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest, at: f64) {
         let cluster = self.of_pod(pod);
-        self.routers[cluster].on_first_token(id, pod % self.pods_per_cluster, request);
+        self.routers[cluster].on_first_token(id, pod % self.pods_per_cluster, request, at);
     }
 
     fn on_finish(&mut self, id: usize, pod: usize) {
@@ -251,8 +251,8 @@ impl Policy for GlobalLayer {
         self.chosen.take().unwrap_or(0)
     }
 
-    fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest) {
-        self.clusters.on_first_token(id, pod, request);
+    fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest, at: f64) {
+        self.clusters.on_first_token(id, pod, request, at);
     }
 
     fn on_finish(&mut self, id: usize, pod: usize) {

@@ -117,7 +117,7 @@ impl Policy for DynamoKv {
         pod
     }
 
-    fn on_first_token(&mut self, id: usize, _pod: usize, _request: &BenchRequest) {
+    fn on_first_token(&mut self, id: usize, _pod: usize, _request: &BenchRequest, _at: f64) {
         let Some(routed) = self.routed.get_mut(&id) else { return };
         let (pod, tokens) = (routed.pod, std::mem::take(&mut routed.prefill_tokens));
         self.release_prefill(pod, tokens);

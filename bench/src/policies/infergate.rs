@@ -1,6 +1,7 @@
 //! infergate: the router the Envoy filter runs (`infergate_core::router::Router`), fed
 //! the snapshot the metrics agent would build from each scrape, with its own in-flight
-//! ledger and prefix recording at first token. Each first token is compared with the
+//! ledger; the router claims a prompt's blocks when it routes it, and the first token
+//! confirms them on the pod that answered. Each first token is compared with the
 //! TTFT the router predicted for it, which the router learns from and the calibration
 //! report reads.
 
@@ -96,7 +97,7 @@ impl Policy for Infergate {
         self.route(ctx, None).unwrap_or(0)
     }
 
-    fn on_first_token_at(&mut self, id: usize, pod: usize, _request: &BenchRequest, at: f64) {
+    fn on_first_token(&mut self, id: usize, pod: usize, _request: &BenchRequest, at: f64) {
         if let (Some(routed), Some(endpoint)) = (self.routed.get(&id), self.endpoints.get(pod)) {
             self.router.prefill_done(routed.counted_on, routed.pending_prefill_tokens, &mut self.ledger);
             self.router.record_prefix(*endpoint, &routed.hashes);

@@ -56,12 +56,8 @@ pub trait Policy: Send {
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize;
     /// A new scrape of every pod is available.
     fn on_scrape(&mut self, _scrape: &ScrapeView, _now: f64) {}
-    /// The pod produced the request's first token.
-    fn on_first_token(&mut self, _id: usize, _pod: usize, _request: &BenchRequest) {}
-    /// The same, with the time of the first token: what a proxy observes.
-    fn on_first_token_at(&mut self, id: usize, pod: usize, request: &BenchRequest, _at: f64) {
-        self.on_first_token(id, pod, request);
-    }
+    /// The pod produced the request's first token at `at` (what a proxy observes).
+    fn on_first_token(&mut self, _id: usize, _pod: usize, _request: &BenchRequest, _at: f64) {}
     /// The request finished on the pod.
     fn on_finish(&mut self, _id: usize, _pod: usize) {}
     /// The TTFT predicted for each request routed so far that had its first token,

@@ -272,8 +272,8 @@ fn dynamo_counts_the_incoming_blocks_once_in_the_decode_term() {
     let e = engines(2);
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     let (mut p, short, long, y, x) = dynamo_with_two_routed(&e, &s);
-    p.on_first_token(0, y, &short);
-    p.on_first_token(1, x, &long);
+    p.on_first_token(0, y, &short, 0.0);
+    p.on_first_token(1, x, &long, 0.0);
     // x: 640/16 + 40 active + 0 additional = 80 against y: 40 + 10 + 40 = 90. Counting
     // the request's blocks again on x (120), or not at all (x 80, y 50), would pick y.
     assert_eq!(pick_id(&mut p, 2, &long, &e, &s), x);
@@ -284,8 +284,8 @@ fn dynamo_frees_a_requests_blocks_when_it_finishes() {
     let e = engines(2);
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     let (mut p, short, long, y, x) = dynamo_with_two_routed(&e, &s);
-    p.on_first_token(0, y, &short);
-    p.on_first_token(1, x, &long);
+    p.on_first_token(0, y, &short, 0.0);
+    p.on_first_token(1, x, &long, 0.0);
     p.on_finish(1, x);
     // A new 10-block prompt: x 10 + 0 + 10 = 20 against y 10 + 10 + 10 = 30.
     assert_eq!(pick_id(&mut p, 2, &request(&"r".repeat(632)), &e, &s), x);
