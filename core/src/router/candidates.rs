@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use super::DecisionBasis;
-use super::calibration::TtftCalibration;
 use super::ledger::LoadLedger;
 use crate::config::{PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
@@ -23,7 +22,8 @@ pub(super) struct Inputs<'a> {
     pub hashes: &'a [u64],
     pub adapter: Option<&'a str>,
     pub settings: &'a RoutingSettings,
-    pub calibration: &'a TtftCalibration,
+    /// The pool's learned correction of its predictions (`calibration`).
+    pub ttft_factor: f64,
     pub now_ms: u64,
 }
 
@@ -98,7 +98,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
             request_rate_per_s: signals.request_rate_per_s,
         },
         has_metrics: true,
-        ttft_factor: inputs.calibration.factor(&inputs.pool.name),
+        ttft_factor: inputs.ttft_factor,
     };
     if fresh {
         // What this gateway sent since the scrape is not in it yet: count it as waiting.
@@ -140,7 +140,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         total_blocks: inputs.hashes.len(),
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,
-        ttft_factor: inputs.calibration.factor(&inputs.pool.name),
+        ttft_factor: inputs.ttft_factor,
     }
 }
 

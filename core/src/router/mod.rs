@@ -116,7 +116,7 @@ impl Router {
             hashes: &hashes,
             adapter,
             settings,
-            calibration: &self.calibration,
+            ttft_factor: self.calibration.factor(&pool.name),
             now_ms,
         };
         let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
@@ -167,19 +167,7 @@ impl Router {
         let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
         let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
-        // The chosen pod will hold the prompt's blocks once this prefill runs, and a
-        // request with the same prefix queued behind it there finds them: the claim is
-        // made now, not at the first token, or every request of a prefix group that
-        // arrives within one TTFT of the first misses it and starts a cold copy
-        // elsewhere (which, under load, lengthens TTFT and widens that window). The
-        // first token confirms the claim on every worker.
-        let capacity = self.capacity.get(&chosen.endpoint).copied();
-        self.prefix.record(
-            chosen.endpoint,
-            &hashes,
-            capacity.unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize),
-        );
-        Ok(Decision {
+        let decision = Decision {
             pool: pool.name.clone(),
             model: model.name.clone(),
             adapter: model.adapter.clone(),
@@ -191,7 +179,15 @@ impl Router {
             pending_prefill_tokens,
             chosen,
             runner_up,
-        })
+        };
+        // The chosen pod will hold the prompt's blocks once this prefill runs, and a
+        // request with the same prefix queued behind it there finds them: the claim is
+        // made now, not at the first token, or every request of a prefix group that
+        // arrives within one TTFT of the first misses it and starts a cold copy
+        // elsewhere (which, under load, lengthens TTFT and widens that window). The
+        // first token confirms the claim on every worker.
+        self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
+        Ok(decision)
     }
 
     /// The request's first token came back (or it failed before one): its prefill no
@@ -207,7 +203,7 @@ impl Router {
         self.calibration.observe(pool, predicted_ms, observed_ms)
     }
 
-    /// What has been learned of each pod's predictions.
+    /// What has been learned of each pool's predictions.
     pub fn calibration(&self) -> &TtftCalibration {
         &self.calibration
     }

@@ -73,7 +73,7 @@ pub struct Candidate {
     pub learned: LearnedRates,
     /// False until the pod has reported metrics at least once.
     pub has_metrics: bool,
-    /// How much slower than predicted this pod's first tokens come, learned from what
+    /// How much slower than predicted its pool's first tokens come, learned from what
     /// the proxy observed (1 until observed): its time-based costs are multiplied by it.
     pub ttft_factor: f64,
 }

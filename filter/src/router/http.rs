@@ -69,7 +69,8 @@ impl RouterHttp {
         intake::reply_error(error)
     }
 
-    fn decide(&mut self, mut request: InferenceRequest) -> Result<Decision, ApiError> {
+    /// The decision, and when it was made (ms since the epoch).
+    fn decide(&mut self, mut request: InferenceRequest) -> Result<(Decision, u64), ApiError> {
         request.criticality = self.criticality;
         let Ok(mut router) = self.shared.router.try_borrow_mut() else {
             return Err(ApiError::no_ready_endpoint("(busy)", 1));
@@ -83,10 +84,10 @@ impl RouterHttp {
         if let Err(status) = header_ok {
             log::error!("infergate router: cannot set routing headers: {status:?}");
         }
-        Ok(decision)
+        Ok((decision, now_ms))
     }
 
-    fn record(&mut self, decision: Decision) {
+    fn record(&mut self, decision: Decision, routed_at_ms: u64) {
         let metrics = &self.shared.metrics;
         match decision.basis {
             DecisionBasis::Signals => metrics.decisions_signals.increment(),
@@ -111,7 +112,7 @@ impl RouterHttp {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,
             pool: decision.pool,
-            routed_at_ms: host::now_unix_ms(),
+            routed_at_ms,
             predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
             awaiting_first_chunk: false,
@@ -193,8 +194,8 @@ impl HttpContext for RouterHttp {
             Err(error) => return self.reject(&error),
         };
         match self.decide(request) {
-            Ok(decision) => {
-                self.record(decision);
+            Ok((decision, routed_at_ms)) => {
+                self.record(decision, routed_at_ms);
                 Action::Continue
             }
             Err(error) => self.reject(&error),
