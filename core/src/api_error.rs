@@ -87,6 +87,20 @@ impl ApiError {
         }
     }
 
+    /// The worker's routing state was in use when a callback needed it. Envoy runs one
+    /// callback at a time per worker, so this answers a host that re-enters the
+    /// filter, instead of a panic.
+    pub fn gateway_busy() -> Self {
+        Self {
+            status: 503,
+            error_type: ErrorType::ServiceUnavailableError,
+            code: "gateway_busy",
+            param: None,
+            message: "The gateway could not take the request on this worker; retry.".to_string(),
+            retry_after_s: Some(1),
+        }
+    }
+
     /// Every pod of the pool is saturated and the request may be shed.
     pub fn pool_saturated(pool: &str, retry_after_s: u32) -> Self {
         Self {

@@ -6,33 +6,14 @@ use serde::{Deserialize, Serialize};
 use crate::config::RoutingConfig;
 use crate::global::GlobalRouterConfig;
 
-/// The name of the shared queue that carries snapshots from the control role to the
-/// singleton.
-pub const SNAPSHOT_QUEUE: &str = "infergate.snapshots";
-/// The only path the control listener serves.
-pub const SNAPSHOT_PATH: &str = "/v1/snapshot";
-/// The path the control listener takes cluster summaries on (the global router's).
-pub const SUMMARY_PATH: &str = "/v1/summary";
-/// Shared-data key bumped whenever a cluster summary is stored (8 bytes, little endian).
-pub const SUMMARY_GENERATION_KEY: &str = "infergate.summary-generation";
-/// Shared-data key of the latest snapshot bytes.
-pub const SNAPSHOT_KEY: &str = "infergate.snapshot";
-/// Shared-data key of the snapshot generation (8 bytes, little endian), read per request.
-pub const GENERATION_KEY: &str = "infergate.generation";
-/// The highest snapshot sequence admitted: a push at or below it is a replay, refused.
-pub const SEQUENCE_KEY: &str = "infergate.sequence";
-/// Shared-data key prefix of a pod's load, updated with compare-and-swap by every
-/// worker: `infergate.load.<ip:port>`, 16 bytes, the in-flight count then the pending
-/// prefill tokens, each a little-endian u64.
-pub const LOAD_KEY_PREFIX: &str = "infergate.load.";
-/// Shared-data key prefix of the requests the global router sent a cluster since its
-/// newest summary, counted by every worker: `infergate.backlog.<cluster>`, 16 bytes,
-/// that summary's sequence then the count, each a little-endian u64.
-pub const BACKLOG_KEY_PREFIX: &str = "infergate.backlog.";
-/// Shared-data key of the router workers' prefix queues, one name per line.
-pub const PREFIX_PEERS_KEY: &str = "infergate.prefix-peers";
-/// Name prefix of each router worker's queue of prefix records from the others.
-pub const PREFIX_QUEUE_PREFIX: &str = "infergate.prefix.";
+// TRANSITION: old names, removed once every crate imports `wire`.
+pub use crate::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
+pub use crate::wire::queue::{PREFIX_PREFIX as PREFIX_QUEUE_PREFIX, SNAPSHOTS as SNAPSHOT_QUEUE};
+pub use crate::wire::shared_data::{
+    BACKLOG_PREFIX as BACKLOG_KEY_PREFIX, GENERATION as GENERATION_KEY, LOAD_PREFIX as LOAD_KEY_PREFIX,
+    PREFIX_PEERS as PREFIX_PEERS_KEY, SEQUENCE as SEQUENCE_KEY, SNAPSHOT as SNAPSHOT_KEY,
+    SUMMARY_GENERATION as SUMMARY_GENERATION_KEY,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]

@@ -4,15 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The header the filter sets with the hashed tenant; Envoy's rate limit actions read it.
-pub const TENANT_HEADER: &str = "x-infergate-tenant";
-/// The header with the prompt tokens charged at admission.
-pub const PROMPT_TOKENS_HEADER: &str = "x-infergate-prompt-tokens";
-/// Where the rate limit service takes usage reports.
-pub const USAGE_PATH: &str = "/v1/usage";
-/// The rate limit service's clusters in the global router's bootstrap.
-pub const RATE_LIMIT_CLUSTER: &str = "infergate-ratelimit";
-pub const USAGE_CLUSTER: &str = "infergate-ratelimit-usage";
+// TRANSITION: old names, removed once every crate imports `wire`.
+pub use crate::wire::cluster::{RATE_LIMIT as RATE_LIMIT_CLUSTER, USAGE as USAGE_CLUSTER};
+pub use crate::wire::header::{PROMPT_TOKENS as PROMPT_TOKENS_HEADER, TENANT as TENANT_HEADER};
+pub use crate::wire::path::USAGE as USAGE_PATH;
 
 /// A stable, opaque tenant id: the header's value hashed, so that API keys never reach
 /// Redis keys or logs. Requests without the header share `anonymous`.

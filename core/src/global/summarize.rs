@@ -20,7 +20,8 @@ pub fn summarize(
     let settings = &snapshot.routing.settings;
     let mut router = Router::new(snapshot.routing.clone(), sequence);
     router.apply_snapshot(snapshot.clone(), &LocalLedger::default());
-    let typical_prompt_bytes = (settings.cost.mean_prompt_tokens.max(1.0) * 4.0) as usize;
+    let typical_prompt_bytes =
+        (settings.cost.mean_prompt_tokens.max(1.0) * crate::wire::CHARS_PER_TOKEN as f64) as usize;
     let fresh = |pod: &&PodState| {
         pod.ready
             && pod.signals.is_some()

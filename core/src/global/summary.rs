@@ -106,5 +106,5 @@ impl ClusterSummary {
 
 /// Shared-data key of a cluster's newest summary on the global router.
 pub fn summary_key(cluster: &str) -> String {
-    format!("infergate.summary.{cluster}")
+    format!("{}{cluster}", crate::wire::shared_data::SUMMARY_PREFIX)
 }

@@ -33,10 +33,10 @@ pub struct InferenceRequest {
 }
 
 impl InferenceRequest {
-    /// Prompt tokens, at about 4 characters per token.
+    /// Prompt tokens, at about `CHARS_PER_TOKEN` characters per token.
     pub fn prompt_tokens(&self) -> u32 {
         let len = self.prompt_len.max(self.prompt.len());
-        u32::try_from(len.div_ceil(4)).unwrap_or(u32::MAX).max(1)
+        u32::try_from(len.div_ceil(crate::wire::CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1)
     }
 }
 

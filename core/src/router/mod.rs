@@ -19,6 +19,7 @@ use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{RequestShape, keep_with_owner, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
+use crate::wire::CHARS_PER_TOKEN;
 pub use calibration::TtftCalibration;
 pub use decision::{Decision, DecisionBasis, PodReport};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
@@ -75,7 +76,8 @@ impl Router {
         for pod in snapshot.pools.iter().flat_map(|p| &p.pods) {
             self.baseline.insert(pod.address, ledger.in_flight(pod.address));
             let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
-            let blocks = kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * 4.0) / block_chars) as usize);
+            let blocks =
+                kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * CHARS_PER_TOKEN as f64) / block_chars) as usize);
             capacity.insert(pod.address, blocks.max(1));
         }
         let gone: Vec<Endpoint> = self.prefix.pods().filter(|p| !capacity.contains_key(p)).copied().collect();
@@ -128,7 +130,7 @@ impl Router {
         }
         let shape = RequestShape {
             prompt_tokens: f64::from(request.prompt_tokens()),
-            tokens_per_block: f64::from(settings.prefix.block_chars) / 4.0,
+            tokens_per_block: f64::from(settings.prefix.block_chars) / CHARS_PER_TOKEN as f64,
             output_tokens: request.max_tokens.map_or(settings.cost.output_tokens, f64::from),
             best_matched_blocks: candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0),
         };

@@ -2,11 +2,11 @@
 //! each cluster's newest under its own key, refusing replays, and bumps a generation;
 //! the global router's workers reload their summaries when the generation moves.
 
-use infergate_core::filter_config::SUMMARY_GENERATION_KEY;
 use infergate_core::global::{ClusterSummary, SummaryError, summary_key};
+use infergate_core::wire::shared_data::SUMMARY_GENERATION;
 
-use crate::host::{self, UpdateError};
-use crate::singleton::decode_generation;
+use super::generation;
+use crate::host::{Host, UpdateError};
 
 pub enum StoreError {
     Invalid(SummaryError),
@@ -20,7 +20,7 @@ pub enum StoreError {
 }
 
 /// Validates and stores a summary; returns its cluster and sequence.
-pub fn store(bytes: &[u8]) -> Result<(String, u64), StoreError> {
+pub fn store(host: &dyn Host, bytes: &[u8]) -> Result<(String, u64), StoreError> {
     let summary = ClusterSummary::decode(bytes).map_err(StoreError::Invalid)?;
     let key = summary_key(&summary.cluster);
     let refuse_replay = |current: Option<&[u8]>| {
@@ -30,7 +30,7 @@ pub fn store(bytes: &[u8]) -> Result<(String, u64), StoreError> {
             None => Ok(bytes),
         }
     };
-    match host::update_shared_data(&key, refuse_replay) {
+    match host.update_shared_data(&key, refuse_replay) {
         Ok(()) => {}
         Err(UpdateError::Declined(newest)) => {
             return Err(StoreError::Replay { cluster: summary.cluster, sequence: summary.sequence, newest });
@@ -42,24 +42,25 @@ pub fn store(bytes: &[u8]) -> Result<(String, u64), StoreError> {
             return Err(StoreError::Host(format!("cannot store the summary of {}: {status:?}", summary.cluster)));
         }
     }
-    bump_generation();
+    bump_generation(host);
     Ok((summary.cluster, summary.sequence))
 }
 
-fn bump_generation() {
-    let next = |current: Option<&[u8]>| Ok::<_, ()>(current.map_or(0, decode_generation).wrapping_add(1).to_le_bytes());
-    if host::update_shared_data(SUMMARY_GENERATION_KEY, next).is_err() {
+fn bump_generation(host: &dyn Host) {
+    let next =
+        |current: Option<&[u8]>| Ok::<_, ()>(current.map_or(0, generation::decode).wrapping_add(1).to_le_bytes());
+    if host.update_shared_data(SUMMARY_GENERATION, next).is_err() {
         log::warn!("infergate control: the summary generation is contended; readers catch up on the next store");
     }
 }
 
 /// The summary generation, read per request.
-pub fn generation() -> u64 {
-    host::shared_data(SUMMARY_GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes))
+pub fn generation(host: &dyn Host) -> u64 {
+    generation::read(host, SUMMARY_GENERATION)
 }
 
 /// The newest stored summary of `cluster`, if any decodes.
-pub fn load(cluster: &str) -> Option<ClusterSummary> {
-    let bytes = host::shared_data(&summary_key(cluster))?;
+pub fn load(host: &dyn Host, cluster: &str) -> Option<ClusterSummary> {
+    let bytes = host.shared_value(&summary_key(cluster))?;
     ClusterSummary::decode(&bytes).ok()
 }

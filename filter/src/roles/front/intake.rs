@@ -1,26 +1,22 @@
-//! What every client-facing role does before it decides: refuse with an OpenAI-shaped
-//! error, remove the headers only the gateway may set, and buffer the body within its
-//! limit.
+//! The pieces of a client-facing request before the decision: refuse with an
+//! OpenAI-shaped error, read the headers once and remove those only the gateway may
+//! set, classify the request, and read the body within its limit.
 
 use infergate_core::ApiError;
 use infergate_core::request::{ApiEndpoint, InferenceRequest, RequestScanner, ScanOutcome, classify, parse_request};
-use proxy_wasm::types::Action;
+use infergate_core::wire::header::RESERVED_PREFIXES;
 
-use crate::host;
+use crate::host::Host;
 use crate::metrics::Metric;
 
-/// Headers only the gateway may set; a client's copies are removed before routing.
-const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
-
-/// Answers the client with `error` and stops the request.
-pub fn reply_error(error: &ApiError) -> Action {
+/// Answers the client with `error`.
+pub fn reply_error(host: &dyn Host, error: &ApiError) {
     let retry_after = error.retry_after_s.map(|s| s.to_string());
     let mut headers = vec![("content-type", "application/json")];
     if let Some(seconds) = retry_after.as_deref() {
         headers.push(("retry-after", seconds));
     }
-    host::reply(u32::from(error.status), headers, &error.body());
-    Action::Pause
+    host.reply(u32::from(error.status), &headers, &error.body());
 }
 
 /// The request's headers, read from the host once: every lookup a role makes on the
@@ -28,8 +24,8 @@ pub fn reply_error(error: &ApiError) -> Action {
 pub struct RequestHeaders(Vec<(String, Vec<u8>)>);
 
 impl RequestHeaders {
-    pub fn read() -> Self {
-        Self(host::request_headers())
+    pub fn read(host: &dyn Host) -> Self {
+        Self(host.request_headers())
     }
 
     /// A header as text; invalid UTF-8 reads as absent.
@@ -41,11 +37,11 @@ impl RequestHeaders {
     }
 
     /// Removes the client's copies of the headers only the gateway may set.
-    pub fn strip_reserved(&self) {
+    pub fn strip_reserved(&self, host: &dyn Host) {
         for (name, _) in &self.0 {
             let lower = name.to_ascii_lowercase();
             if RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p)) {
-                let _ = host::set_request_header(name, None);
+                let _ = host.set_request_header(name, None);
             }
         }
     }
@@ -101,6 +97,7 @@ impl BodyIntake {
     /// The request once the whole body is in, `None` while more is coming.
     pub fn on_body(
         &mut self,
+        host: &dyn Host,
         body_size: usize,
         end_of_stream: bool,
         max_body_bytes: u64,
@@ -111,7 +108,7 @@ impl BodyIntake {
         let fed = self.scanner.fed();
         if !self.scan_broken && !self.scanner.given_up() && body_size > fed {
             let wanted = body_size - fed;
-            match host::request_body_range(fed, wanted) {
+            match host.request_body(fed, wanted) {
                 Some(bytes) if bytes.len() == wanted => self.scanner.feed(&bytes),
                 _ => self.scan_broken = true,
             }
@@ -125,7 +122,7 @@ impl BodyIntake {
             ScanOutcome::Read(request) if saw_every_byte => request.map(Some),
             _ => {
                 self.full_parses.increment();
-                parse_request(&host::request_body_range(0, body_size).unwrap_or_default()).map(Some)
+                parse_request(&host.request_body(0, body_size).unwrap_or_default()).map(Some)
             }
         }
     }

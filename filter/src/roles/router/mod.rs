@@ -1,36 +1,45 @@
-//! The router role: per-worker state shared by its HTTP contexts.
+//! The router role, on the main listener: per-worker state shared by its streams (the
+//! core router, the snapshot generation it decoded, its metrics and prefix peers).
 
-mod http;
+mod ledger;
+mod metrics;
+mod peers;
+mod request;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use infergate_core::endpoint::Endpoint;
-use infergate_core::filter_config::{GENERATION_KEY, RouterRole, SNAPSHOT_KEY};
+use infergate_core::filter_config::RouterRole;
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::router::Router;
 use infergate_core::snapshot::Snapshot;
+use infergate_core::wire::shared_data::{GENERATION, SNAPSHOT};
 
-use crate::host;
-use crate::ledger::SharedLedger;
-use crate::metrics::{PoolMetrics, RouterMetrics, report_vm_memory, withdraw_vm_memory};
-use crate::peers::PrefixPeers;
-use crate::singleton::decode_generation;
-pub use http::{DECISION_HEADER, ENDPOINT_HEADER, MODEL_HEADER, RouterHttp};
+use crate::host::Host;
+use crate::host::events::{RootEvents, StreamEvents};
+use crate::roles::front::FrontStream;
+use crate::shared::generation;
+use ledger::SharedLedger;
+use metrics::{PoolMetrics, RouterMetrics};
+use peers::PrefixPeers;
+use request::RouterRequest;
 
 pub struct RouterShared {
+    host: Rc<dyn Host>,
     router: RefCell<Router>,
     /// The snapshot generation this worker last decoded.
     generation: Cell<u64>,
     max_body_bytes: u64,
     explain: bool,
     metrics: RouterMetrics,
-    pools: RefCell<HashMap<String, PoolMetrics>>,
+    pools: RefCell<HashMap<String, Rc<PoolMetrics>>>,
     peers: PrefixPeers,
 }
 
 impl RouterShared {
-    pub fn new(role: RouterRole) -> Self {
+    pub fn new(host: Rc<dyn Host>, role: RouterRole) -> Self {
         log::info!(
             "infergate router: {} pools, {} models, body limit {} bytes, scoring {:?}",
             role.routing.pools.len(),
@@ -39,14 +48,19 @@ impl RouterShared {
             role.routing.settings.scoring,
         );
         Self {
-            router: RefCell::new(Router::new(role.routing, random_u64())),
+            router: RefCell::new(Router::new(role.routing, random_u64(&*host))),
             generation: Cell::new(0),
             max_body_bytes: role.max_body_bytes,
             explain: role.explain,
-            metrics: RouterMetrics::define(),
+            metrics: RouterMetrics::define(&host),
             pools: RefCell::new(HashMap::new()),
-            peers: PrefixPeers::new(&role.vm_id, random_u64()),
+            peers: PrefixPeers::new(&host, &role.vm_id, random_u64(&*host)),
+            host,
         }
+    }
+
+    fn ledger(&self) -> SharedLedger<'_> {
+        SharedLedger(&*self.host)
     }
 
     /// How much of a prompt prefix hashing reads, under the active routing config.
@@ -57,14 +71,14 @@ impl RouterShared {
     /// Reads the small generation key; decodes the snapshot only when it changed, so
     /// the big value is copied once per generation per worker, not per request.
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
-        let published = host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
+        let published = generation::read(&*self.host, GENERATION);
         if published != self.generation.get() {
             self.generation.set(published);
             self.metrics.snapshot_generation.set(published);
             self.metrics.snapshot_decodes.increment();
-            report_vm_memory(self.metrics.vm_memory_bytes);
-            match host::shared_data(SNAPSHOT_KEY).map(|bytes| Snapshot::decode(&bytes)) {
-                Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &SharedLedger),
+            self.metrics.vm_memory.report(&*self.host);
+            match self.host.shared_value(SNAPSHOT).map(|bytes| Snapshot::decode(&bytes)) {
+                Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &self.ledger()),
                 Some(Err(err)) => {
                     self.metrics.snapshot_decode_failures.increment();
                     log::error!(
@@ -79,14 +93,14 @@ impl RouterShared {
         }
     }
 
-    fn pool_metrics(&self, pool: &str) -> Option<PoolMetrics> {
+    fn pool_metrics(&self, pool: &str) -> Option<Rc<PoolMetrics>> {
         let mut pools = self.pools.try_borrow_mut().ok()?;
         // Defined once per pool; later requests only look it up, without allocating.
         if let Some(metrics) = pools.get(pool) {
-            return Some(*metrics);
+            return Some(Rc::clone(metrics));
         }
-        let metrics = PoolMetrics::define(pool);
-        pools.insert(pool.to_string(), metrics);
+        let metrics = Rc::new(PoolMetrics::define(&self.host, pool));
+        pools.insert(pool.to_string(), Rc::clone(&metrics));
         Some(metrics)
     }
 
@@ -98,32 +112,16 @@ impl RouterShared {
         if let Ok(mut router) = self.router.try_borrow_mut() {
             router.record_prefix(pod, &hashes);
         }
-        self.peers.share(PrefixRecord { pod, hashes }, host::now_unix_ms());
-    }
-
-    /// A request arrived on this worker.
-    pub fn on_request(&self) {
-        self.peers.join();
-    }
-
-    /// The plugin is being torn down: its queue leaves the prefix peers, and its VM's
-    /// memory no longer counts.
-    pub fn on_done(&self) {
-        self.peers.leave();
-        withdraw_vm_memory(self.metrics.vm_memory_bytes);
-    }
-
-    pub fn on_tick(&self) {
-        self.peers.on_tick(host::now_unix_ms());
+        self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms());
     }
 
     /// Applies the prefix records other workers queued for this one.
-    pub fn drain_prefix_queue(&self, queue_id: u32) {
+    fn drain_prefix_queue(&self, queue_id: u32) {
         if self.peers.own_queue() != Some(queue_id) {
             return;
         }
         let Ok(mut router) = self.router.try_borrow_mut() else { return };
-        while let Some(bytes) = host::dequeue(queue_id) {
+        while let Some(bytes) = self.host.dequeue(queue_id) {
             match PrefixRecord::decode_all(&bytes) {
                 Some(records) => records.iter().for_each(|r| router.record_prefix(r.pod, &r.hashes)),
                 None => log::warn!("infergate router: dropped an undecodable prefix record"),
@@ -132,11 +130,37 @@ impl RouterShared {
     }
 }
 
+impl RootEvents for Rc<RouterShared> {
+    fn on_queue_ready(&mut self, queue: u32) {
+        self.drain_prefix_queue(queue);
+    }
+
+    fn on_tick(&mut self) {
+        self.peers.on_tick(self.host.now_unix_ms());
+    }
+
+    /// The plugin is being torn down: its queue leaves the prefix peers, and its VM's
+    /// memory no longer counts.
+    fn on_done(&mut self) {
+        self.peers.leave();
+        self.metrics.vm_memory.withdraw();
+    }
+
+    /// A request arrived on this worker: its queue joins the prefix peers, once.
+    fn new_stream(&self) -> Box<dyn StreamEvents> {
+        self.peers.join();
+        Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self))))
+    }
+}
+
 /// Host entropy, falling back to the clock.
-fn random_u64() -> u64 {
+fn random_u64(host: &dyn Host) -> u64 {
     let mut bytes = [0u8; 8];
     match getrandom::fill(&mut bytes) {
         Ok(()) => u64::from_le_bytes(bytes),
-        Err(_) => host::now_unix_ms(),
+        Err(_) => host.now_unix_ms(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,39 +2,45 @@
 //! one woken by pushes. It keeps the newest snapshot, writes it to shared data, then
 //! bumps the generation that every worker polls.
 
-use infergate_core::filter_config::{GENERATION_KEY, SNAPSHOT_KEY, SNAPSHOT_QUEUE};
+use std::rc::Rc;
 
-use crate::host;
+use infergate_core::wire::queue::SNAPSHOTS;
+use infergate_core::wire::shared_data::{GENERATION, SNAPSHOT};
+
+use crate::host::Host;
+use crate::host::events::{PassThrough, RootEvents, StreamEvents};
+use crate::shared::generation;
 
 pub struct Singleton {
+    host: Rc<dyn Host>,
     generation: u64,
 }
 
 impl Singleton {
-    pub fn start() -> Result<Self, String> {
-        host::register_queue(SNAPSHOT_QUEUE).map_err(|s| format!("cannot register queue {SNAPSHOT_QUEUE}: {s:?}"))?;
+    pub fn start(host: Rc<dyn Host>) -> Result<Self, String> {
+        host.register_queue(SNAPSHOTS).map_err(|s| format!("cannot register queue {SNAPSHOTS}: {s:?}"))?;
         // Continue any generation already published in this process, so that workers
         // never see the counter go back.
-        let generation = host::shared_data(GENERATION_KEY).map_or(0, |bytes| decode_generation(&bytes));
+        let generation = generation::read(&*host, GENERATION);
         log::info!("infergate singleton: ready, generation {generation}");
-        Ok(Self { generation })
+        Ok(Self { host, generation })
     }
 
     /// Drains the queue and publishes only the newest snapshot: older ones are stale.
-    pub fn publish_newest(&mut self, queue_id: u32) {
+    fn publish_newest(&mut self, queue_id: u32) {
         let mut newest = None;
         let mut drained = 0u32;
-        while let Some(bytes) = host::dequeue(queue_id) {
+        while let Some(bytes) = self.host.dequeue(queue_id) {
             newest = Some(bytes);
             drained += 1;
         }
         let Some(bytes) = newest else { return };
-        if let Err(status) = host::set_shared_data(SNAPSHOT_KEY, &bytes) {
+        if let Err(status) = self.host.set_shared_data(SNAPSHOT, &bytes, None) {
             log::error!("infergate singleton: cannot store snapshot: {status:?}");
             return;
         }
         self.generation += 1;
-        if let Err(status) = host::set_shared_data(GENERATION_KEY, &self.generation.to_le_bytes()) {
+        if let Err(status) = self.host.set_shared_data(GENERATION, &self.generation.to_le_bytes(), None) {
             log::error!("infergate singleton: cannot bump generation: {status:?}");
             return;
         }
@@ -47,7 +53,16 @@ impl Singleton {
     }
 }
 
-/// Reads the 8-byte little-endian generation; anything else reads as 0.
-pub fn decode_generation(bytes: &[u8]) -> u64 {
-    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes)
+impl RootEvents for Singleton {
+    fn on_queue_ready(&mut self, queue: u32) {
+        self.publish_newest(queue);
+    }
+
+    fn new_stream(&self) -> Box<dyn StreamEvents> {
+        Box::new(PassThrough)
+    }
 }
+
+#[cfg(test)]
+#[path = "singleton_tests.rs"]
+mod tests;

@@ -7,16 +7,36 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
-use infergate_core::filter_config::{ControlRole, SEQUENCE_KEY, SNAPSHOT_PATH, SNAPSHOT_QUEUE, SUMMARY_PATH};
+use infergate_core::filter_config::ControlRole;
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::Action;
+use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
+use infergate_core::wire::queue::SNAPSHOTS;
+use infergate_core::wire::shared_data::SEQUENCE;
 
-use crate::host::{self, UpdateError};
-use crate::metrics::ControlMetrics;
-use crate::summaries::{self, StoreError};
+use crate::host::events::{Flow, RootEvents, StreamEvents};
+use crate::host::{Host, UpdateError};
+use crate::metrics::Metric;
+use crate::shared::summaries::{self, StoreError};
+
+/// The control listener's metrics.
+struct ControlMetrics {
+    accepted: Metric,
+    unauthorized: Metric,
+    invalid: Metric,
+}
+
+impl ControlMetrics {
+    fn define(host: &Rc<dyn Host>) -> Self {
+        Self {
+            accepted: Metric::counter(host, "infergate.control.accepted"),
+            unauthorized: Metric::counter(host, "infergate.control.unauthorized"),
+            invalid: Metric::counter(host, "infergate.control.invalid"),
+        }
+    }
+}
 
 pub struct ControlShared {
+    host: Rc<dyn Host>,
     token: String,
     vm_id: String,
     /// Resolved lazily: the singleton may register after this filter starts.
@@ -25,8 +45,8 @@ pub struct ControlShared {
 }
 
 impl ControlShared {
-    pub fn new(role: ControlRole) -> Result<Self, String> {
-        let token = std::env::var(&role.token_env).unwrap_or_default();
+    pub fn new(host: Rc<dyn Host>, role: ControlRole) -> Result<Self, String> {
+        let token = host.env_var(&role.token_env).unwrap_or_default();
         if token.trim().is_empty() {
             return Err(format!(
                 "the environment variable {} is empty or not exposed to the VM (vm_config.environment_variables.host_env_keys)",
@@ -37,13 +57,14 @@ impl ControlShared {
             token: token.trim().to_string(),
             vm_id: role.vm_id,
             queue: Cell::new(None),
-            metrics: ControlMetrics::define(),
+            metrics: ControlMetrics::define(&host),
+            host,
         })
     }
 
     fn queue(&self) -> Option<u32> {
         if self.queue.get().is_none() {
-            self.queue.set(host::resolve_queue(&self.vm_id, SNAPSHOT_QUEUE));
+            self.queue.set(self.host.resolve_queue(&self.vm_id, SNAPSHOTS));
         }
         self.queue.get()
     }
@@ -56,23 +77,29 @@ enum Push {
     Summary,
 }
 
-pub struct ControlHttp {
+impl RootEvents for Rc<ControlShared> {
+    fn new_stream(&self) -> Box<dyn StreamEvents> {
+        Box::new(ControlHttp { shared: Rc::clone(self), push: Push::Snapshot })
+    }
+}
+
+struct ControlHttp {
     shared: Rc<ControlShared>,
     push: Push,
 }
 
 impl ControlHttp {
-    pub fn new(shared: Rc<ControlShared>) -> Self {
-        Self { shared, push: Push::Snapshot }
+    fn host(&self) -> &dyn Host {
+        &*self.shared.host
     }
 
-    fn admit_summary(&self, body: &[u8]) -> Action {
-        match summaries::store(body) {
+    fn admit_summary(&self, body: &[u8]) -> Flow {
+        match summaries::store(self.host(), body) {
             Ok((cluster, sequence)) => {
                 self.shared.metrics.accepted.increment();
                 log::debug!("infergate control: accepted summary {sequence} of cluster {cluster}");
-                host::reply(204, vec![], b"");
-                Action::Pause
+                self.host().reply(204, &[], b"");
+                Flow::Pause
             }
             Err(StoreError::Invalid(err)) => {
                 self.shared.metrics.invalid.increment();
@@ -88,20 +115,20 @@ impl ControlHttp {
         }
     }
 
-    fn admit_push(&self, body: &[u8]) -> Action {
+    fn admit_push(&self, body: &[u8]) -> Flow {
         match self.push {
             Push::Snapshot => self.admit(body),
             Push::Summary => self.admit_summary(body),
         }
     }
 
-    fn answer(&self, status: u32, message: &str) -> Action {
+    fn answer(&self, status: u32, message: &str) -> Flow {
         let body = format!("{{\"error\":{}}}", serde_json::Value::from(message));
-        host::reply(status, vec![("content-type", "application/json")], body.as_bytes());
-        Action::Pause
+        self.host().reply(status, &[("content-type", "application/json")], body.as_bytes());
+        Flow::Pause
     }
 
-    fn admit(&self, body: &[u8]) -> Action {
+    fn admit(&self, body: &[u8]) -> Flow {
         let snapshot = match Snapshot::decode(body) {
             Ok(snapshot) => snapshot,
             Err(err) => {
@@ -110,7 +137,7 @@ impl ControlHttp {
                 return self.answer(400, &err.to_string());
             }
         };
-        if let Err(highest) = claim_sequence(snapshot.sequence) {
+        if let Err(highest) = claim_sequence(self.host(), snapshot.sequence) {
             self.shared.metrics.invalid.increment();
             log::warn!(
                 "infergate control: refused snapshot {}: not newer than {highest} (a replay, or a second agent)",
@@ -124,21 +151,21 @@ impl ControlHttp {
         let Some(queue) = self.shared.queue() else {
             return self.answer(503, "the snapshot queue is not registered yet; is the singleton configured?");
         };
-        if let Err(status) = host::enqueue(queue, body) {
+        if let Err(status) = self.host().enqueue(queue, body) {
             // The queue id can go stale if the singleton restarted; resolve again next time.
             self.shared.queue.set(None);
             return self.answer(503, &format!("cannot queue the snapshot: {status:?}"));
         }
         self.shared.metrics.accepted.increment();
         log::debug!("infergate control: accepted snapshot {}", snapshot.sequence);
-        host::reply(204, vec![], b"");
-        Action::Pause
+        self.host().reply(204, &[], b"");
+        Flow::Pause
     }
 }
 
 /// Records `sequence` as the newest admitted, or returns the newer one already there.
 /// Compare-and-swap, because every worker's control context admits pushes.
-fn claim_sequence(sequence: u64) -> Result<(), u64> {
+fn claim_sequence(host: &dyn Host, sequence: u64) -> Result<(), u64> {
     let claim = |current: Option<&[u8]>| match current {
         Some(bytes) => {
             let highest = <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes);
@@ -146,48 +173,49 @@ fn claim_sequence(sequence: u64) -> Result<(), u64> {
         }
         None => Ok(sequence.to_le_bytes()),
     };
-    match host::update_shared_data(SEQUENCE_KEY, claim) {
+    match host.update_shared_data(SEQUENCE, claim) {
         Err(UpdateError::Declined(highest)) => Err(highest),
         // Contended that long, admit it: the singleton keeps the newest in queue order.
         Ok(()) | Err(UpdateError::Contended | UpdateError::Host(_)) => Ok(()),
     }
 }
 
-impl Context for ControlHttp {}
-
-impl HttpContext for ControlHttp {
-    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        let path = host::request_header(":path").unwrap_or_default();
+impl StreamEvents for ControlHttp {
+    fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+        let path = self.host().request_header_text(":path").unwrap_or_default();
         self.push = match path.as_str() {
             SNAPSHOT_PATH => Push::Snapshot,
             SUMMARY_PATH => Push::Summary,
             _ => return self.answer(404, "the control listener serves only POST /v1/snapshot and POST /v1/summary"),
         };
-        if host::request_header(":method").as_deref() != Some("POST") {
+        if self.host().request_header_text(":method").as_deref() != Some("POST") {
             return self.answer(405, "POST a MessagePack snapshot or summary");
         }
-        if !bearer_token_matches(host::request_header("authorization").as_deref(), &self.shared.token) {
+        if !bearer_token_matches(self.host().request_header_text("authorization").as_deref(), &self.shared.token) {
             self.shared.metrics.unauthorized.increment();
             return self.answer(401, "missing or wrong bearer token");
         }
-        let declared = host::request_header("content-length").and_then(|v| v.parse::<usize>().ok());
+        let declared = self.host().request_header_text("content-length").and_then(|v| v.parse::<usize>().ok());
         if declared.is_some_and(|len| len > MAX_SNAPSHOT_BYTES) {
             return self.answer(413, "snapshot too large");
         }
         if end_of_stream {
             return self.admit_push(&[]);
         }
-        Action::Pause
+        Flow::Pause
     }
 
-    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+    fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
         if body_size > MAX_SNAPSHOT_BYTES {
             return self.answer(413, "snapshot too large");
         }
         if !end_of_stream {
-            return Action::Pause;
+            return Flow::Pause;
         }
-        let body = host::request_body_range(0, body_size).unwrap_or_default();
+        let body = self.host().request_body(0, body_size).unwrap_or_default();
         self.admit_push(&body)
     }
 }
+
+#[cfg(test)]
+mod tests;

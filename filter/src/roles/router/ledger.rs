@@ -4,16 +4,16 @@
 //! within one scrape interval therefore still spreads.
 
 use infergate_core::endpoint::Endpoint;
-use infergate_core::filter_config::LOAD_KEY_PREFIX;
 use infergate_core::router::{LoadLedger, PodLoad};
+use infergate_core::wire::shared_data::LOAD_PREFIX;
 
-use crate::shared_words;
+use crate::host::Host;
+use crate::shared::words;
 
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SharedLedger;
+pub struct SharedLedger<'a>(pub &'a dyn Host);
 
 fn key(pod: Endpoint) -> String {
-    format!("{LOAD_KEY_PREFIX}{pod}")
+    format!("{LOAD_PREFIX}{pod}")
 }
 
 /// The in-flight count, then the pending prefill tokens.
@@ -21,14 +21,14 @@ fn from_words((in_flight, pending_prefill_tokens): (u64, u64)) -> PodLoad {
     PodLoad { in_flight: u32::try_from(in_flight).unwrap_or(u32::MAX), pending_prefill_tokens }
 }
 
-impl LoadLedger for SharedLedger {
+impl LoadLedger for SharedLedger<'_> {
     fn load(&self, pod: Endpoint) -> PodLoad {
-        from_words(shared_words::read(&key(pod)))
+        from_words(words::read(self.0, &key(pod)))
     }
 
     fn update(&mut self, pod: Endpoint, in_flight: i32, pending_prefill_tokens: i64) {
-        shared_words::update(&key(pod), |words| {
-            let next = from_words(words).plus(in_flight, pending_prefill_tokens);
+        words::update(self.0, &key(pod), |current| {
+            let next = from_words(current).plus(in_flight, pending_prefill_tokens);
             Some((u64::from(next.in_flight), next.pending_prefill_tokens))
         });
     }

@@ -1,8 +1,9 @@
-//! One request through the router: strip spoofable headers, buffer the body, decide,
-//! set the routing headers; when the pod produces its first output (the first chunk of
-//! a stream, or the headers of a whole answer), release its pending prefill and record
+//! One request through the router: honour the client's criticality, decide, set the
+//! routing headers; when the pod produces its first output (the first chunk of a
+//! stream, or the headers of a whole answer), release its pending prefill and record
 //! the prompt's blocks as its own, and, for a stream, check the predicted TTFT against
-//! the clock; when the stream ends, release the in-flight count.
+//! the clock; when the stream ends, release the in-flight count. The steps every
+//! client-facing request takes are `front`'s.
 
 use std::rc::Rc;
 
@@ -11,22 +12,14 @@ use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, DecisionBasis};
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::Action;
+use infergate_core::wire::header;
 
 use super::RouterShared;
-use crate::host;
-use crate::intake::{self, BodyIntake, Intake, RequestHeaders};
-use crate::ledger::SharedLedger;
-
-pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
-pub const MODEL_HEADER: &str = "x-gateway-model-name";
-/// The route match key: which pool's cluster serves the request.
-pub const POOL_HEADER: &str = "x-infergate-pool";
-pub const DECISION_HEADER: &str = "x-infergate-decision";
-/// A client may lower its request's criticality (`sheddable`) with this header; it is
-/// read before the reserved headers are stripped.
-pub const CRITICALITY_HEADER: &str = "x-infergate-criticality";
+use crate::host::Host;
+use crate::host::events::Flow;
+use crate::metrics::Metric;
+use crate::roles::front::intake::RequestHeaders;
+use crate::roles::front::{FrontRole, ResponseView};
 
 /// What a routed request remembers until its stream ends.
 struct Routed {
@@ -49,38 +42,31 @@ struct Routed {
     explanation: Option<String>,
 }
 
-pub struct RouterHttp {
+pub struct RouterRequest {
     shared: Rc<RouterShared>,
     criticality: Option<Criticality>,
-    body: Option<BodyIntake>,
     routed: Option<Routed>,
 }
 
-impl RouterHttp {
+impl RouterRequest {
     pub fn new(shared: Rc<RouterShared>) -> Self {
-        Self { shared, criticality: None, body: None, routed: None }
-    }
-
-    fn reject(&self, error: &ApiError) -> Action {
-        self.shared.metrics.rejected.increment();
-        if error.status == 429 {
-            self.shared.metrics.shed.increment();
-        }
-        intake::reply_error(error)
+        Self { shared, criticality: None, routed: None }
     }
 
     /// The decision, and when it was made (ms since the epoch).
     fn decide(&mut self, mut request: InferenceRequest) -> Result<(Decision, u64), ApiError> {
         request.criticality = self.criticality;
         let Ok(mut router) = self.shared.router.try_borrow_mut() else {
-            return Err(ApiError::no_ready_endpoint("(busy)", 1));
+            return Err(ApiError::gateway_busy());
         };
-        let now_ms = host::now_unix_ms();
+        let host = &*self.shared.host;
+        let now_ms = host.now_unix_ms();
         self.shared.refresh_snapshot(&mut router, now_ms);
-        let decision = router.route(&request, now_ms, &mut SharedLedger)?;
-        let header_ok = host::set_request_header(POOL_HEADER, Some(&decision.pool))
-            .and_then(|()| host::set_request_header(MODEL_HEADER, Some(&request.model)))
-            .and_then(|()| host::set_request_header(ENDPOINT_HEADER, Some(&decision.endpoint_header())));
+        let decision = router.route(&request, now_ms, &mut self.shared.ledger())?;
+        let header_ok = host
+            .set_request_header(header::POOL, Some(&decision.pool))
+            .and_then(|()| host.set_request_header(header::MODEL, Some(&request.model)))
+            .and_then(|()| host.set_request_header(header::ENDPOINT, Some(&decision.endpoint_header())));
         if let Err(status) = header_ok {
             log::error!("infergate router: cannot set routing headers: {status:?}");
         }
@@ -120,9 +106,7 @@ impl RouterHttp {
             explanation,
         });
     }
-}
 
-impl RouterHttp {
     /// The pod produced its first output: the prefill is done, so its pending tokens
     /// are released and, if it answered successfully, it holds the prompt's blocks.
     fn first_answer(&mut self) {
@@ -133,9 +117,9 @@ impl RouterHttp {
         routed.awaiting_first_chunk = false;
         if let Some(tokens) = routed.pending_prefill_tokens.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
-                router.prefill_done(routed.counted_on, tokens, &mut SharedLedger);
+                router.prefill_done(routed.counted_on, tokens, &mut self.shared.ledger());
                 if first_token && routed.served_ok_by.is_some() {
-                    let observed_ms = host::now_unix_ms().saturating_sub(routed.routed_at_ms) as f64;
+                    let observed_ms = self.shared.host.now_unix_ms().saturating_sub(routed.routed_at_ms) as f64;
                     let error = router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
                     if let (Some(error), Some(pool)) = (error, self.shared.pool_metrics(&routed.pool)) {
                         pool.ttft_observed_ms.set(observed_ms as u64);
@@ -152,87 +136,85 @@ impl RouterHttp {
     }
 }
 
-impl Context for RouterHttp {}
+impl FrontRole for RouterRequest {
+    fn host(&self) -> &dyn Host {
+        &*self.shared.host
+    }
 
-impl HttpContext for RouterHttp {
-    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        let headers = RequestHeaders::read();
-        if let Some(value) = headers.get(CRITICALITY_HEADER) {
-            match Criticality::from_header(value) {
-                Some(level) => self.criticality = Some(level),
-                None => {
-                    return self.reject(&ApiError::invalid_request(
-                        "invalid_criticality",
-                        None,
-                        "`x-infergate-criticality` must be `sheddable`, `standard` or `critical`.",
-                    ));
-                }
-            }
+    fn max_body_bytes(&self) -> u64 {
+        self.shared.max_body_bytes
+    }
+
+    fn prompt_bytes_kept(&self) -> usize {
+        self.shared.prompt_bytes_hashed()
+    }
+
+    fn full_parses(&self) -> &Metric {
+        &self.shared.metrics.full_parses
+    }
+
+    fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError> {
+        if let Some(value) = headers.get(header::CRITICALITY) {
+            let level = Criticality::from_header(value).ok_or_else(|| {
+                ApiError::invalid_request(
+                    "invalid_criticality",
+                    None,
+                    "`x-infergate-criticality` must be `sheddable`, `standard` or `critical`.",
+                )
+            })?;
+            self.criticality = Some(level);
         }
-        headers.strip_reserved();
-        match intake::on_headers(&headers, end_of_stream, self.shared.max_body_bytes) {
-            Ok(Intake::ListModels) => {
-                let body = match self.shared.router.try_borrow() {
-                    Ok(router) => router.model_list_body(host::now_unix_ms() / 1000),
-                    Err(_) => return self.reject(&ApiError::no_ready_endpoint("(busy)", 1)),
-                };
-                host::reply(200, vec![("content-type", "application/json")], &body);
-                Action::Pause
-            }
-            Ok(Intake::AwaitBody) => Action::Pause,
-            Err(error) => self.reject(&error),
+        Ok(())
+    }
+
+    fn model_list(&self) -> Result<Vec<u8>, ApiError> {
+        let router = self.shared.router.try_borrow().map_err(|_| ApiError::gateway_busy())?;
+        Ok(router.model_list_body(self.shared.host.now_unix_ms() / 1000))
+    }
+
+    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError> {
+        let (decision, routed_at_ms) = self.decide(request)?;
+        self.record(decision, routed_at_ms);
+        Ok(())
+    }
+
+    fn count_rejection(&self, error: &ApiError) {
+        self.shared.metrics.rejected.increment();
+        if error.status == 429 {
+            self.shared.metrics.shed.increment();
         }
     }
 
-    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let shared = &self.shared;
-        let body =
-            self.body.get_or_insert_with(|| BodyIntake::new(shared.prompt_bytes_hashed(), shared.metrics.full_parses));
-        let request = match body.on_body(body_size, end_of_stream, shared.max_body_bytes) {
-            Ok(Some(request)) => request,
-            Ok(None) => return Action::Pause,
-            Err(error) => return self.reject(&error),
-        };
-        match self.decide(request) {
-            Ok((decision, routed_at_ms)) => {
-                self.record(decision, routed_at_ms);
-                Action::Continue
-            }
-            Err(error) => self.reject(&error),
-        }
+    fn explanation(&self) -> Option<&str> {
+        self.routed.as_ref()?.explanation.as_deref()
     }
 
-    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
-        let Some(routed) = self.routed.as_mut() else { return Action::Continue };
-        if let Some(explanation) = &routed.explanation {
-            let _ = host::set_response_header(DECISION_HEADER, explanation);
+    fn on_response_headers(&mut self, end_of_stream: bool) {
+        let host = Rc::clone(&self.shared.host);
+        let Some(routed) = self.routed.as_mut() else { return };
+        if host.served_ok() {
+            routed.served_ok_by = host.upstream_pod();
         }
-        let served_ok = host::response_status().is_some_and(|s| (200..300).contains(&s));
-        if served_ok {
-            routed.served_ok_by = host::upstream_address().and_then(|a| a.parse::<Endpoint>().ok());
-        }
-        let streamed = host::response_header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
-        if streamed && !end_of_stream {
+        if host.streamed() && !end_of_stream {
             // Servers send a stream's headers before the first token is computed.
             routed.awaiting_first_chunk = true;
         } else {
             self.first_answer();
         }
-        Action::Continue
     }
 
-    fn on_http_response_body(&mut self, body_size: usize, _end_of_stream: bool) -> Action {
+    fn on_response_body(&mut self, body_size: usize, _end_of_stream: bool) -> Flow {
         if body_size > 0 && self.routed.as_ref().is_some_and(|r| r.awaiting_first_chunk) {
             self.first_answer();
         }
-        Action::Continue
+        Flow::Continue
     }
 
     fn on_log(&mut self) {
         if let Some(routed) = self.routed.take() {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
                 let unanswered = routed.pending_prefill_tokens.unwrap_or(0);
-                router.release(routed.counted_on, unanswered, &mut SharedLedger);
+                router.release(routed.counted_on, unanswered, &mut self.shared.ledger());
             }
         }
     }

@@ -11,12 +11,14 @@
 //! at most `FLUSH_PERIOD_MS` for this worker's tick.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
-use infergate_core::filter_config::{PREFIX_PEERS_KEY, PREFIX_QUEUE_PREFIX};
 use infergate_core::prefix::PrefixRecord;
+use infergate_core::wire::queue::PREFIX_PREFIX;
+use infergate_core::wire::shared_data::PREFIX_PEERS;
 
-use crate::host;
-use crate::metrics::PeerMetrics;
+use super::metrics::PeerMetrics;
+use crate::host::Host;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
@@ -26,6 +28,7 @@ const FLUSH_PERIOD_MS: u64 = 5;
 const FLUSH_HASHES: usize = 8_192;
 
 pub struct PrefixPeers {
+    host: Rc<dyn Host>,
     vm_id: String,
     own_name: String,
     /// Registered on the first request; `None` before, or if registering failed.
@@ -43,10 +46,11 @@ pub struct PrefixPeers {
 }
 
 impl PrefixPeers {
-    pub fn new(vm_id: &str, random: u64) -> Self {
+    pub fn new(host: &Rc<dyn Host>, vm_id: &str, random: u64) -> Self {
         Self {
+            host: Rc::clone(host),
             vm_id: vm_id.to_string(),
-            own_name: format!("{PREFIX_QUEUE_PREFIX}{random:016x}"),
+            own_name: format!("{PREFIX_PREFIX}{random:016x}"),
             own_queue: Cell::new(None),
             joined: Cell::new(false),
             peers: RefCell::new(Vec::new()),
@@ -54,7 +58,7 @@ impl PrefixPeers {
             pending: RefCell::new(Vec::new()),
             last_flush_ms: Cell::new(0),
             ticking: Cell::new(false),
-            metrics: PeerMetrics::define(),
+            metrics: PeerMetrics::define(host),
         }
     }
 
@@ -64,10 +68,10 @@ impl PrefixPeers {
         if self.joined.replace(true) {
             return;
         }
-        match host::register_queue(&self.own_name) {
+        match self.host.register_queue(&self.own_name) {
             Ok(id) => {
                 self.own_queue.set(Some(id));
-                add_to_registry(&self.own_name);
+                add_to_registry(&*self.host, &self.own_name);
             }
             Err(status) => log::warn!(
                 "infergate router: cannot register {}, prefix records from other workers are lost: {status:?}",
@@ -82,8 +86,8 @@ impl PrefixPeers {
     /// dropped.
     pub fn leave(&self) {
         let Some(queue) = self.own_queue.take() else { return };
-        remove_from_registry(&self.own_name);
-        while host::dequeue(queue).is_some() {}
+        remove_from_registry(&*self.host, &self.own_name);
+        while self.host.dequeue(queue).is_some() {}
     }
 
     pub fn own_queue(&self) -> Option<u32> {
@@ -101,7 +105,7 @@ impl PrefixPeers {
         if quiet || pending_hashes >= FLUSH_HASHES {
             self.flush(now_ms);
         } else if !self.ticking.get() {
-            host::set_tick_period_ms(FLUSH_PERIOD_MS);
+            self.host.tick_every_ms(FLUSH_PERIOD_MS);
             self.ticking.set(true);
         }
     }
@@ -110,7 +114,7 @@ impl PrefixPeers {
     pub fn on_tick(&self, now_ms: u64) {
         self.flush(now_ms);
         if self.ticking.get() {
-            host::set_tick_period_ms(0);
+            self.host.tick_every_ms(0);
             self.ticking.set(false);
         }
     }
@@ -134,10 +138,10 @@ impl PrefixPeers {
         self.metrics.batches.increment();
         for (name, queue) in peers.iter_mut() {
             if queue.is_none() {
-                *queue = host::resolve_queue(&self.vm_id, name);
+                *queue = self.host.resolve_queue(&self.vm_id, name);
             }
             if let Some(id) = *queue {
-                match host::enqueue(id, message) {
+                match self.host.enqueue(id, message) {
                     Ok(()) => self.metrics.enqueued.increment(),
                     Err(_) => *queue = None,
                 }
@@ -146,7 +150,7 @@ impl PrefixPeers {
     }
 
     fn refresh(&self) {
-        let (value, cas) = host::shared_data_with_cas(PREFIX_PEERS_KEY);
+        let (value, cas) = self.host.shared_data(PREFIX_PEERS);
         if cas == self.seen_cas.get() {
             return;
         }
@@ -165,12 +169,12 @@ impl PrefixPeers {
 fn registry_names(value: Option<&[u8]>) -> Vec<String> {
     value
         .and_then(|bytes| std::str::from_utf8(bytes).ok())
-        .map(|text| text.lines().filter(|l| l.starts_with(PREFIX_QUEUE_PREFIX)).map(String::from).collect())
+        .map(|text| text.lines().filter(|l| l.starts_with(PREFIX_PREFIX)).map(String::from).collect())
         .unwrap_or_default()
 }
 
-fn add_to_registry(name: &str) {
-    let added = update_registry(|names| {
+fn add_to_registry(host: &dyn Host, name: &str) {
+    let added = update_registry(host, |names| {
         names.push(name.to_string());
         let skip = names.len().saturating_sub(MAX_PEERS);
         names.drain(..skip);
@@ -180,15 +184,15 @@ fn add_to_registry(name: &str) {
     }
 }
 
-fn remove_from_registry(name: &str) {
-    if !update_registry(|names| names.retain(|n| n != name)) {
+fn remove_from_registry(host: &dyn Host, name: &str) {
+    if !update_registry(host, |names| names.retain(|n| n != name)) {
         log::warn!("infergate router: could not take {name} off the prefix peers; they keep sending to it");
     }
 }
 
 /// Applies `change` to the list of queue names. Returns whether it was stored.
-fn update_registry(change: impl Fn(&mut Vec<String>)) -> bool {
-    host::update_shared_data(PREFIX_PEERS_KEY, |current| {
+fn update_registry(host: &dyn Host, change: impl Fn(&mut Vec<String>)) -> bool {
+    host.update_shared_data(PREFIX_PEERS, |current| {
         let mut names = registry_names(current);
         change(&mut names);
         Ok::<_, ()>(names.join("\n"))

@@ -1,11 +1,11 @@
 //! Two little-endian u64 words in one shared-data value, rewritten with
 //! compare-and-swap by every worker: a pod's load, a cluster's backlog.
 
-use crate::host::{self, UpdateError};
+use crate::host::{Host, UpdateError};
 
 /// The pair under `key`; absent or short values read as zeros.
-pub fn read(key: &str) -> (u64, u64) {
-    decode(host::shared_data(key).as_deref())
+pub fn read(host: &dyn Host, key: &str) -> (u64, u64) {
+    decode(host.shared_value(key).as_deref())
 }
 
 fn decode(bytes: Option<&[u8]>) -> (u64, u64) {
@@ -26,8 +26,8 @@ fn encode((first, second): (u64, u64)) -> [u8; 16] {
 /// Rewrites the pair under `key` from its current value; `change` returns `None` to
 /// leave it. A write that fails is logged and dropped: these are estimates, and the
 /// next request or snapshot corrects them.
-pub fn update(key: &str, change: impl Fn((u64, u64)) -> Option<(u64, u64)>) {
-    match host::update_shared_data(key, |current| change(decode(current)).map(encode).ok_or(())) {
+pub fn update(host: &dyn Host, key: &str, change: impl Fn((u64, u64)) -> Option<(u64, u64)>) {
+    match host.update_shared_data(key, |current| change(decode(current)).map(encode).ok_or(())) {
         Ok(()) | Err(UpdateError::Declined(())) => {}
         Err(UpdateError::Contended) => log::warn!("infergate: {key} not updated: contended"),
         Err(UpdateError::Host(status)) => log::warn!("infergate: cannot update {key}: {status:?}"),

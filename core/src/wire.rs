@@ -1,0 +1,86 @@
+//! Every name two roles or two processes agree on, defined once: the headers the
+//! gateway sets and honours, the keys of Envoy's shared data, the shared queues, the
+//! control and usage paths, Envoy cluster names that the filter calls, and the
+//! characters-per-token estimate every component uses when it has no tokenizer.
+//!
+//! The filter, the Envoy config renderer, the agent, the rate limit service,
+//! model-sim, the bench and the tests all import these; a rename is one edit.
+
+/// HTTP headers.
+pub mod header {
+    /// The pod (or ordered list of pods) the `override_host` cluster routes to: the
+    /// Gateway API Inference Extension's name.
+    pub const ENDPOINT: &str = "x-gateway-destination-endpoint";
+    /// The model the request names, for the route and the access log.
+    pub const MODEL: &str = "x-gateway-model-name";
+    /// The route match key: which pool's cluster serves the request.
+    pub const POOL: &str = "x-infergate-pool";
+    /// The decision explained, on responses when `explain` is on.
+    pub const DECISION: &str = "x-infergate-decision";
+    /// A client may lower its request's criticality (`sheddable`) with this header.
+    pub const CRITICALITY: &str = "x-infergate-criticality";
+    /// A client's request class on the global router (`latency` or `batch`).
+    pub const CLASS: &str = "x-infergate-class";
+    /// The hashed tenant the global router sets; Envoy's rate limit actions read it.
+    pub const TENANT: &str = "x-infergate-tenant";
+    /// The prompt tokens charged at admission by the global router.
+    pub const PROMPT_TOKENS: &str = "x-infergate-prompt-tokens";
+    /// The pod that answered, set by model-sim on every response.
+    pub const SERVED_BY: &str = "x-infergate-served-by";
+    /// Headers only the gateway may set: a client's copies are removed before routing.
+    pub const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
+}
+
+/// Keys of Envoy's shared data, one namespace per process.
+pub mod shared_data {
+    /// The latest snapshot bytes.
+    pub const SNAPSHOT: &str = "infergate.snapshot";
+    /// The snapshot generation (8 bytes, little endian), read per request.
+    pub const GENERATION: &str = "infergate.generation";
+    /// The highest snapshot sequence admitted: a push at or below it is a replay.
+    pub const SEQUENCE: &str = "infergate.sequence";
+    /// Bumped whenever a cluster summary is stored (8 bytes, little endian).
+    pub const SUMMARY_GENERATION: &str = "infergate.summary-generation";
+    /// Prefix of a cluster's newest summary: `infergate.summary.<cluster>`.
+    pub const SUMMARY_PREFIX: &str = "infergate.summary.";
+    /// Prefix of a pod's load, updated with compare-and-swap by every worker:
+    /// `infergate.load.<ip:port>`, 16 bytes, the in-flight count then the pending
+    /// prefill tokens, each a little-endian u64.
+    pub const LOAD_PREFIX: &str = "infergate.load.";
+    /// Prefix of the requests the global router sent a cluster since its newest
+    /// summary, counted by every worker: `infergate.backlog.<cluster>`, 16 bytes, that
+    /// summary's sequence then the count, each a little-endian u64.
+    pub const BACKLOG_PREFIX: &str = "infergate.backlog.";
+    /// The router workers' prefix queues, one name per line.
+    pub const PREFIX_PEERS: &str = "infergate.prefix-peers";
+}
+
+/// Envoy shared queues, named under the plugins' common `vm_id`.
+pub mod queue {
+    /// Carries snapshots from the control role to the singleton.
+    pub const SNAPSHOTS: &str = "infergate.snapshots";
+    /// Prefix of each router worker's queue of prefix records from the others.
+    pub const PREFIX_PREFIX: &str = "infergate.prefix.";
+}
+
+/// HTTP paths between processes.
+pub mod path {
+    /// The control listener takes snapshot pushes here.
+    pub const SNAPSHOT: &str = "/v1/snapshot";
+    /// The control listener takes cluster summaries here (the global router's).
+    pub const SUMMARY: &str = "/v1/summary";
+    /// The rate limit service takes usage reports here.
+    pub const USAGE: &str = "/v1/usage";
+}
+
+/// Envoy clusters the rendered config defines and the filter or Envoy calls by name.
+pub mod cluster {
+    /// The rate limit service's gRPC cluster in the global router's bootstrap.
+    pub const RATE_LIMIT: &str = "infergate-ratelimit";
+    /// The rate limit service's HTTP cluster that takes usage reports.
+    pub const USAGE: &str = "infergate-ratelimit-usage";
+}
+
+/// Characters per token when no tokenizer is at hand: the gateway's prompt-length
+/// estimate, model-sim's tokenizer and the bench's workloads all count this way.
+pub const CHARS_PER_TOKEN: usize = 4;

@@ -1,0 +1,625 @@
+//! An Envoy of several workers in one process, for the filter's unit tests: every
+//! worker is one VM with its own root context and its own `FakeHost`; they share one
+//! compare-and-swap map, one set of shared queues and one set of stats, as Envoy's
+//! workers do. A queue lives as long as its `vm_id` (here: the whole `FakeEnvoy`), and
+//! an enqueue wakes the root that registered it when the test calls `deliver`. The
+//! clock moves only when the test says so. Any host call can be made to fail.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+
+use super::events::{Flow, RootEvents, StreamEvents};
+use super::{Host, MetricKind, Status};
+use crate::plugin;
+
+/// One queue, as Envoy keeps it: named under a `vm_id`, owned by the root that
+/// registered it last.
+struct Queue {
+    vm_id: String,
+    name: String,
+    owner: usize,
+    items: VecDeque<Vec<u8>>,
+    /// An enqueue happened since the owner was last woken.
+    wake: bool,
+}
+
+/// One stat, shared by every VM that defines its name.
+#[derive(Debug, Clone, Default)]
+pub struct Stat {
+    pub value: i64,
+    pub samples: Vec<u64>,
+}
+
+/// An HTTP call a root dispatched.
+#[derive(Debug, Clone)]
+pub struct HttpCall {
+    pub cluster: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Default)]
+struct EnvoyState {
+    clock_ms: Cell<u64>,
+    shared: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+    queues: RefCell<Vec<Queue>>,
+    metric_names: RefCell<Vec<String>>,
+    stats: RefCell<BTreeMap<String, Stat>>,
+    env: RefCell<HashMap<String, String>>,
+    failing: RefCell<HashSet<&'static str>>,
+    http_calls: RefCell<Vec<HttpCall>>,
+    /// Each worker's root, `None` once torn down (or never configured).
+    roots: RefCell<Vec<Option<Box<dyn RootEvents>>>>,
+    /// Each worker's tick period and when it last ticked.
+    ticks: RefCell<Vec<(u64, u64)>>,
+}
+
+impl EnvoyState {
+    fn fails(&self, call: &'static str) -> bool {
+        self.failing.borrow().contains(call)
+    }
+}
+
+/// The process: its workers, shared data, queues and stats.
+pub struct FakeEnvoy {
+    state: Rc<EnvoyState>,
+}
+
+impl Default for FakeEnvoy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeEnvoy {
+    pub fn new() -> Self {
+        capture_logs();
+        let state = EnvoyState { clock_ms: Cell::new(1_700_000_000_000), ..EnvoyState::default() };
+        Self { state: Rc::new(state) }
+    }
+
+    pub fn set_env(&self, name: &str, value: &str) {
+        self.state.env.borrow_mut().insert(name.to_string(), value.to_string());
+    }
+
+    /// Starts a worker VM under `vm_id` with this plugin configuration; the worker is
+    /// there even if its configuration is refused (`Worker::configured` says).
+    pub fn start(&self, vm_id: &str, configuration: &[u8]) -> Worker {
+        let index = {
+            let mut roots = self.state.roots.borrow_mut();
+            roots.push(None);
+            self.state.ticks.borrow_mut().push((0, 0));
+            roots.len() - 1
+        };
+        let host = Rc::new(FakeHost {
+            envoy: Rc::clone(&self.state),
+            worker: index,
+            vm_id: vm_id.to_string(),
+            configuration: configuration.to_vec(),
+            memory_bytes: Cell::new(65_536),
+            stream: RefCell::new(StreamState::default()),
+        });
+        let root = plugin::configure(Rc::clone(&host) as Rc<dyn Host>);
+        if let Some(slot) = self.state.roots.borrow_mut().get_mut(index) {
+            *slot = root;
+        }
+        Worker { envoy: Rc::clone(&self.state), index, host }
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.state.clock_ms.get()
+    }
+
+    /// Moves the clock; every worker whose tick period elapsed ticks once.
+    pub fn advance_ms(&self, ms: u64) {
+        let now = self.state.clock_ms.get() + ms;
+        self.state.clock_ms.set(now);
+        let due: Vec<usize> = {
+            let mut ticks = self.state.ticks.borrow_mut();
+            let mut due = Vec::new();
+            for (index, (period, last)) in ticks.iter_mut().enumerate() {
+                if *period > 0 && now >= *last + *period {
+                    *last = now;
+                    due.push(index);
+                }
+            }
+            due
+        };
+        for index in due {
+            self.with_root(index, |root| root.on_tick());
+        }
+    }
+
+    /// Wakes the owner of every queue that was enqueued on, as Envoy's dispatcher does
+    /// between callbacks; returns how many wake-ups it delivered.
+    pub fn deliver(&self) -> usize {
+        let mut delivered = 0;
+        loop {
+            let woken: Vec<(usize, u32)> = {
+                let mut queues = self.state.queues.borrow_mut();
+                queues
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(i, q)| std::mem::take(&mut q.wake).then(|| (q.owner, queue_id(i))))
+                    .collect()
+            };
+            if woken.is_empty() {
+                return delivered;
+            }
+            for (owner, id) in woken {
+                if self.with_root(owner, |root| root.on_queue_ready(id)) {
+                    delivered += 1;
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on a live worker's root; false if the worker is gone.
+    fn with_root(&self, index: usize, f: impl FnOnce(&mut Box<dyn RootEvents>)) -> bool {
+        // Taken out while it runs, so that its host calls can borrow the state.
+        let Some(mut root) = self.state.roots.borrow_mut().get_mut(index).and_then(Option::take) else {
+            return false;
+        };
+        f(&mut root);
+        if let Some(slot) = self.state.roots.borrow_mut().get_mut(index) {
+            *slot = Some(root);
+        }
+        true
+    }
+
+    /// Makes every call to the named host method fail until `heal`.
+    pub fn fail(&self, call: &'static str) {
+        self.state.failing.borrow_mut().insert(call);
+    }
+
+    pub fn heal(&self, call: &'static str) {
+        self.state.failing.borrow_mut().remove(call);
+    }
+
+    /// A counter's or a gauge's value, 0 if never moved.
+    pub fn stat(&self, name: &str) -> i64 {
+        self.state.stats.borrow().get(name).map_or(0, |s| s.value)
+    }
+
+    /// A histogram's samples.
+    pub fn samples(&self, name: &str) -> Vec<u64> {
+        self.state.stats.borrow().get(name).map(|s| s.samples.clone()).unwrap_or_default()
+    }
+
+    pub fn shared_value(&self, key: &str) -> Option<Vec<u8>> {
+        self.state.shared.borrow().get(key).map(|(v, _)| v.clone())
+    }
+
+    pub fn set_shared_value(&self, key: &str, value: &[u8]) {
+        let mut shared = self.state.shared.borrow_mut();
+        let cas = shared.get(key).map_or(1, |(_, cas)| cas + 1);
+        shared.insert(key.to_string(), (value.to_vec(), cas));
+    }
+
+    /// The items waiting in every queue whose name starts with `prefix`, by name.
+    pub fn queued(&self, prefix: &str) -> BTreeMap<String, usize> {
+        let queues = self.state.queues.borrow();
+        queues.iter().filter(|q| q.name.starts_with(prefix)).map(|q| (q.name.clone(), q.items.len())).collect()
+    }
+
+    pub fn http_calls(&self) -> Vec<HttpCall> {
+        self.state.http_calls.borrow().clone()
+    }
+}
+
+fn queue_id(index: usize) -> u32 {
+    u32::try_from(index + 1).unwrap_or(u32::MAX)
+}
+
+/// One worker VM and its root context.
+pub struct Worker {
+    envoy: Rc<EnvoyState>,
+    index: usize,
+    pub host: Rc<FakeHost>,
+}
+
+impl Worker {
+    pub fn configured(&self) -> bool {
+        self.envoy.roots.borrow().get(self.index).is_some_and(Option::is_some)
+    }
+
+    /// A new stream on this worker's filter chain.
+    pub fn stream(&self) -> Stream {
+        let events = match self.envoy.roots.borrow().get(self.index) {
+            Some(Some(root)) => root.new_stream(),
+            _ => Box::new(super::events::PassThrough),
+        };
+        Stream { host: Rc::clone(&self.host), events, state: StreamState::default(), flow: None, response_flow: None }
+    }
+
+    /// The plugin is torn down (a changed config, a new module); its queues stay.
+    pub fn tear_down(&self) {
+        let root = self.envoy.roots.borrow_mut().get_mut(self.index).and_then(Option::take);
+        if let Some(mut root) = root {
+            root.on_done();
+        }
+    }
+
+    /// Sets what `vm_memory_bytes` reports for this VM.
+    pub fn set_memory_bytes(&self, bytes: u64) {
+        self.host.memory_bytes.set(bytes);
+    }
+
+    pub fn tick_period_ms(&self) -> u64 {
+        self.envoy.ticks.borrow().get(self.index).map_or(0, |(period, _)| *period)
+    }
+}
+
+/// A local reply the filter sent.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u32,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// What the host knows of one stream.
+#[derive(Default)]
+struct StreamState {
+    request_headers: Vec<(String, String)>,
+    request_body: Vec<u8>,
+    response_headers: Vec<(String, String)>,
+    response_chunk: Vec<u8>,
+    upstream: Option<String>,
+    reply: Option<Reply>,
+}
+
+/// One HTTP stream: the test plays Envoy and the upstream around the filter.
+pub struct Stream {
+    host: Rc<FakeHost>,
+    events: Box<dyn StreamEvents>,
+    state: StreamState,
+    /// What the last request callback answered.
+    flow: Option<Flow>,
+    /// What the last response body callback answered.
+    response_flow: Option<Flow>,
+}
+
+impl Stream {
+    /// Runs one callback with this stream's state in the host, as Envoy sets the
+    /// current context.
+    fn run<T>(&mut self, callback: impl FnOnce(&mut dyn StreamEvents) -> T) -> T {
+        std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
+        let out = callback(&mut *self.events);
+        std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
+        out
+    }
+
+    /// Sends a request: its headers, then its body in `chunks` (each callback sees
+    /// everything buffered so far). Stops, as Envoy does, once the filter replied.
+    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], chunks: &[&[u8]]) -> Flow {
+        let length: usize = chunks.iter().map(|c| c.len()).sum();
+        let mut all = vec![(":method".to_string(), method.to_string()), (":path".to_string(), path.to_string())];
+        if !chunks.is_empty() {
+            all.push(("content-length".to_string(), length.to_string()));
+        }
+        all.extend(headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())));
+        self.state.request_headers = all;
+        let mut flow = self.run(|events| events.on_request_headers(chunks.is_empty()));
+        for (i, chunk) in chunks.iter().enumerate() {
+            if self.state.reply.is_some() {
+                break;
+            }
+            self.state.request_body.extend_from_slice(chunk);
+            let buffered = self.state.request_body.len();
+            let last = i + 1 == chunks.len();
+            flow = self.run(|events| events.on_request_body(buffered, last));
+        }
+        self.flow = Some(flow);
+        flow
+    }
+
+    /// A `POST` with a JSON body in one chunk.
+    pub fn post_json(&mut self, path: &str, headers: &[(&str, &str)], body: &serde_json::Value) -> Flow {
+        let bytes = body.to_string().into_bytes();
+        let mut all = vec![("content-type", "application/json")];
+        all.extend_from_slice(headers);
+        self.request("POST", path, &all, &[&bytes])
+    }
+
+    /// The upstream `upstream` answers: headers with `status` and `content_type`,
+    /// then `chunks`. Returns the flow of the last callback.
+    pub fn respond(&mut self, upstream: &str, status: u16, content_type: &str, chunks: &[&[u8]]) -> Flow {
+        let mut flow = self.respond_headers(upstream, status, content_type, chunks.is_empty());
+        for (i, chunk) in chunks.iter().enumerate() {
+            flow = self.respond_chunk(chunk, i + 1 == chunks.len());
+        }
+        flow
+    }
+
+    /// Only the response headers, as a stream sends them before its first token.
+    pub fn respond_headers(&mut self, upstream: &str, status: u16, content_type: &str, end_of_stream: bool) -> Flow {
+        self.state.upstream = Some(upstream.to_string());
+        self.state.response_headers =
+            vec![(":status".to_string(), status.to_string()), ("content-type".to_string(), content_type.to_string())];
+        self.run(|events| events.on_response_headers(end_of_stream))
+    }
+
+    /// One response body chunk. After a `Pause`, Envoy buffers: the next callback sees
+    /// everything held so far, as one body.
+    pub fn respond_chunk(&mut self, chunk: &[u8], end_of_stream: bool) -> Flow {
+        if self.response_flow != Some(Flow::Pause) {
+            self.state.response_chunk.clear();
+        }
+        self.state.response_chunk.extend_from_slice(chunk);
+        let size = self.state.response_chunk.len();
+        let flow = self.run(|events| events.on_response_body(size, end_of_stream));
+        self.response_flow = Some(flow);
+        flow
+    }
+
+    /// The stream ends (answered, reset or timed out).
+    pub fn end(&mut self) {
+        self.run(|events| events.on_log());
+    }
+
+    pub fn reply(&self) -> Option<&Reply> {
+        self.state.reply.as_ref()
+    }
+
+    /// A request header as the filter left it.
+    pub fn request_header(&self, name: &str) -> Option<&str> {
+        self.state.request_headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn response_header(&self, name: &str) -> Option<&str> {
+        self.state.response_headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// One worker VM's view of the host.
+pub struct FakeHost {
+    envoy: Rc<EnvoyState>,
+    worker: usize,
+    vm_id: String,
+    configuration: Vec<u8>,
+    memory_bytes: Cell<u64>,
+    stream: RefCell<StreamState>,
+}
+
+fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: Option<&str>) {
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    if let Some(value) = value {
+        headers.push((name.to_ascii_lowercase(), value.to_string()));
+    }
+}
+
+fn header(headers: &[(String, String)], name: &str) -> Option<Vec<u8>> {
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone().into_bytes())
+}
+
+fn range(bytes: &[u8], start: usize, size: usize) -> Option<Vec<u8>> {
+    let end = start.saturating_add(size).min(bytes.len());
+    bytes.get(start..end).map(<[u8]>::to_vec)
+}
+
+impl Host for FakeHost {
+    fn plugin_configuration(&self) -> Option<Vec<u8>> {
+        (!self.envoy.fails("plugin_configuration")).then(|| self.configuration.clone())
+    }
+
+    fn env_var(&self, name: &str) -> Option<String> {
+        self.envoy.env.borrow().get(name).cloned()
+    }
+
+    fn now_unix_ms(&self) -> u64 {
+        self.envoy.clock_ms.get()
+    }
+
+    fn set_tick_period_ms(&self, period_ms: u64) -> Result<(), Status> {
+        if self.envoy.fails("set_tick_period_ms") {
+            return Err(Status::InternalFailure);
+        }
+        if let Some(tick) = self.envoy.ticks.borrow_mut().get_mut(self.worker) {
+            *tick = (period_ms, self.envoy.clock_ms.get());
+        }
+        Ok(())
+    }
+
+    fn vm_memory_bytes(&self) -> u64 {
+        self.memory_bytes.get()
+    }
+
+    fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
+        let stream = self.stream.borrow();
+        stream.request_headers.iter().map(|(n, v)| (n.clone(), v.clone().into_bytes())).collect()
+    }
+
+    fn request_header(&self, name: &str) -> Option<Vec<u8>> {
+        header(&self.stream.borrow().request_headers, name)
+    }
+
+    fn set_request_header(&self, name: &str, value: Option<&str>) -> Result<(), Status> {
+        if self.envoy.fails("set_request_header") {
+            return Err(Status::BadArgument);
+        }
+        set_header(&mut self.stream.borrow_mut().request_headers, name, value);
+        Ok(())
+    }
+
+    fn request_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        if self.envoy.fails("request_body") {
+            return None;
+        }
+        range(&self.stream.borrow().request_body, start, size)
+    }
+
+    fn response_header(&self, name: &str) -> Option<Vec<u8>> {
+        header(&self.stream.borrow().response_headers, name)
+    }
+
+    fn set_response_header(&self, name: &str, value: &str) -> Result<(), Status> {
+        set_header(&mut self.stream.borrow_mut().response_headers, name, Some(value));
+        Ok(())
+    }
+
+    fn response_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        range(&self.stream.borrow().response_chunk, start, size)
+    }
+
+    fn upstream_address(&self) -> Option<String> {
+        self.stream.borrow().upstream.clone()
+    }
+
+    fn send_reply(&self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> Result<(), Status> {
+        if self.envoy.fails("send_reply") {
+            return Err(Status::InternalFailure);
+        }
+        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        self.stream.borrow_mut().reply = Some(Reply { status, headers, body: body.to_vec() });
+        Ok(())
+    }
+
+    fn shared_data(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        match self.envoy.shared.borrow().get(key) {
+            Some((value, cas)) => (Some(value.clone()), Some(*cas)),
+            None => (None, None),
+        }
+    }
+
+    fn set_shared_data(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<(), Status> {
+        if self.envoy.fails("set_shared_data") {
+            return Err(Status::InternalFailure);
+        }
+        let mut shared = self.envoy.shared.borrow_mut();
+        let current = shared.get(key).map(|(_, c)| *c);
+        if cas.is_some() && cas != current {
+            return Err(Status::CasMismatch);
+        }
+        shared.insert(key.to_string(), (value.to_vec(), current.map_or(1, |c| c + 1)));
+        Ok(())
+    }
+
+    fn register_queue(&self, name: &str) -> Result<u32, Status> {
+        if self.envoy.fails("register_queue") {
+            return Err(Status::InternalFailure);
+        }
+        let mut queues = self.envoy.queues.borrow_mut();
+        if let Some((index, queue)) =
+            queues.iter_mut().enumerate().find(|(_, q)| q.vm_id == self.vm_id && q.name == name)
+        {
+            queue.owner = self.worker;
+            return Ok(queue_id(index));
+        }
+        queues.push(Queue {
+            vm_id: self.vm_id.clone(),
+            name: name.to_string(),
+            owner: self.worker,
+            items: VecDeque::new(),
+            wake: false,
+        });
+        Ok(queue_id(queues.len() - 1))
+    }
+
+    fn resolve_queue(&self, vm_id: &str, name: &str) -> Option<u32> {
+        let queues = self.envoy.queues.borrow();
+        queues.iter().position(|q| q.vm_id == vm_id && q.name == name).map(queue_id)
+    }
+
+    fn enqueue(&self, queue: u32, value: &[u8]) -> Result<(), Status> {
+        if self.envoy.fails("enqueue") {
+            return Err(Status::InternalFailure);
+        }
+        let mut queues = self.envoy.queues.borrow_mut();
+        let queue = (queue as usize).checked_sub(1).and_then(|i| queues.get_mut(i)).ok_or(Status::NotFound)?;
+        queue.items.push_back(value.to_vec());
+        queue.wake = true;
+        Ok(())
+    }
+
+    fn dequeue(&self, queue: u32) -> Option<Vec<u8>> {
+        self.envoy.queues.borrow_mut().get_mut((queue as usize).checked_sub(1)?)?.items.pop_front()
+    }
+
+    fn dispatch_http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        _timeout_ms: u64,
+    ) -> Result<u32, Status> {
+        if self.envoy.fails("dispatch_http_call") {
+            return Err(Status::BadArgument);
+        }
+        let mut calls = self.envoy.http_calls.borrow_mut();
+        calls.push(HttpCall {
+            cluster: cluster.to_string(),
+            headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+            body: body.to_vec(),
+        });
+        Ok(u32::try_from(calls.len()).unwrap_or(u32::MAX))
+    }
+
+    fn define_metric(&self, _kind: MetricKind, name: &str) -> Result<u32, Status> {
+        if self.envoy.fails("define_metric") {
+            return Err(Status::InternalFailure);
+        }
+        let mut names = self.envoy.metric_names.borrow_mut();
+        names.push(name.to_string());
+        self.envoy.stats.borrow_mut().entry(name.to_string()).or_default();
+        Ok(u32::try_from(names.len() - 1).unwrap_or(u32::MAX))
+    }
+
+    fn increment_metric(&self, id: u32, delta: i64) -> Result<(), Status> {
+        let name = self.envoy.metric_names.borrow().get(id as usize).cloned().ok_or(Status::NotFound)?;
+        self.envoy.stats.borrow_mut().entry(name).or_default().value += delta;
+        Ok(())
+    }
+
+    fn record_metric(&self, id: u32, value: u64) -> Result<(), Status> {
+        let name = self.envoy.metric_names.borrow().get(id as usize).cloned().ok_or(Status::NotFound)?;
+        let mut stats = self.envoy.stats.borrow_mut();
+        let stat = stats.entry(name).or_default();
+        stat.value = i64::try_from(value).unwrap_or(i64::MAX);
+        stat.samples.push(value);
+        Ok(())
+    }
+}
+
+thread_local! {
+    static LOGS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Collects log lines per test thread.
+struct CapturedLogs;
+
+impl log::Log for CapturedLogs {
+    fn enabled(&self, _metadata: &log::Metadata) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record) {
+        LOGS.with(|logs| logs.borrow_mut().push(format!("{} {}", record.level(), record.args())));
+    }
+
+    fn flush(&self) {}
+}
+
+fn capture_logs() {
+    static LOGGER: CapturedLogs = CapturedLogs;
+    // Only the first test to start installs it; the others find it there.
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Debug);
+}
+
+/// The log lines this test thread wrote since the last call.
+pub fn take_logs() -> Vec<String> {
+    LOGS.with(|logs| std::mem::take(&mut *logs.borrow_mut()))
+}

@@ -1,0 +1,119 @@
+use infergate_core::wire::{path, shared_data};
+
+use crate::host::fake::{FakeEnvoy, take_logs};
+use crate::shared::generation;
+use crate::test_support::{Gateway, TOKEN_ENV, VM_ID, control_config, idle, push, snapshot, summary};
+
+fn generation_of(gateway: &Gateway) -> u64 {
+    gateway.envoy.shared_value(shared_data::GENERATION).map_or(0, |b| generation::decode(&b))
+}
+
+fn error_of(stream: &crate::host::fake::Stream) -> (u32, String) {
+    let reply = stream.reply().cloned();
+    reply.map_or((0, String::new()), |r| (r.status, r.json()["error"].as_str().unwrap_or_default().to_string()))
+}
+
+#[test]
+fn an_admitted_snapshot_is_published_by_the_singleton() {
+    let gateway = Gateway::new(0, false);
+    let bytes = snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()]);
+    assert_eq!(gateway.push_snapshot(&bytes), 204);
+    assert_eq!(gateway.envoy.shared_value(shared_data::SNAPSHOT), Some(bytes));
+    assert_eq!(generation_of(&gateway), 1);
+    assert_eq!(gateway.envoy.stat("infergate.control.accepted"), 1);
+}
+
+#[test]
+fn a_push_without_the_token_is_refused() {
+    let gateway = Gateway::new(0, false);
+    let mut stream = gateway.control.stream();
+    let body = snapshot(1, 0, &[idle()]);
+    stream.request("POST", path::SNAPSHOT, &[("authorization", "Bearer wrong")], &[&body]);
+    assert_eq!(error_of(&stream), (401, "missing or wrong bearer token".to_string()));
+    assert_eq!(gateway.envoy.stat("infergate.control.unauthorized"), 1);
+    assert_eq!(generation_of(&gateway), 0);
+}
+
+#[test]
+fn a_garbage_snapshot_is_refused_and_the_active_one_stays() {
+    let gateway = Gateway::new(0, false);
+    let good = snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()]);
+    assert_eq!(gateway.push_snapshot(&good), 204);
+    let stream = push(&gateway.control, path::SNAPSHOT, b"\x93garbage");
+    gateway.envoy.deliver();
+    let (status, message) = error_of(&stream);
+    assert_eq!(status, 400);
+    assert!(message.contains("not valid MessagePack"), "{message}");
+    assert_eq!(gateway.envoy.shared_value(shared_data::SNAPSHOT), Some(good));
+    assert_eq!(gateway.envoy.stat("infergate.control.invalid"), 1);
+}
+
+#[test]
+fn a_replayed_sequence_is_refused() {
+    let gateway = Gateway::new(0, false);
+    let now = gateway.envoy.now_ms();
+    assert_eq!(gateway.push_snapshot(&snapshot(5, now, &[idle()])), 204);
+    let stream = push(&gateway.control, path::SNAPSHOT, &snapshot(5, now, &[idle()]));
+    assert_eq!(error_of(&stream), (409, "sequence 5 is not newer than 5, the newest admitted".to_string()));
+    assert_eq!(gateway.push_snapshot(&snapshot(6, now, &[idle()])), 204);
+}
+
+#[test]
+fn wrong_paths_methods_and_sizes_get_precise_answers() {
+    let gateway = Gateway::new(0, false);
+    let mut unknown = gateway.control.stream();
+    unknown.request("POST", "/v1/other", &[], &[b"x"]);
+    assert_eq!(error_of(&unknown).0, 404);
+    let mut get = gateway.control.stream();
+    get.request("GET", path::SNAPSHOT, &[], &[]);
+    assert_eq!(error_of(&get).0, 405);
+    let mut huge = gateway.control.stream();
+    huge.request("POST", path::SNAPSHOT, &[("authorization", "Bearer s3cret"), ("content-length", "99999999")], &[]);
+    assert_eq!(error_of(&huge), (413, "snapshot too large".to_string()));
+}
+
+#[test]
+fn without_a_singleton_a_push_is_answered_503() {
+    let envoy = FakeEnvoy::new();
+    envoy.set_env(TOKEN_ENV, crate::test_support::TOKEN);
+    let control = envoy.start(VM_ID, &control_config());
+    let stream = push(&control, path::SNAPSHOT, &snapshot(1, 0, &[idle()]));
+    let (status, message) = error_of(&stream);
+    assert_eq!(status, 503);
+    assert!(message.contains("is the singleton configured"), "{message}");
+}
+
+#[test]
+fn a_queue_that_refuses_is_answered_503_and_resolved_again() {
+    let gateway = Gateway::new(0, false);
+    gateway.envoy.fail("enqueue");
+    let stream = push(&gateway.control, path::SNAPSHOT, &snapshot(1, 0, &[idle()]));
+    assert_eq!(error_of(&stream), (503, "cannot queue the snapshot: InternalFailure".to_string()));
+    gateway.envoy.heal("enqueue");
+    assert_eq!(gateway.push_snapshot(&snapshot(2, 0, &[idle()])), 204);
+}
+
+#[test]
+fn a_control_role_without_its_token_does_not_start() {
+    let envoy = FakeEnvoy::new();
+    take_logs();
+    let control = envoy.start(VM_ID, &control_config());
+    assert!(!control.configured());
+    assert!(take_logs().iter().any(|l| l.contains(&format!("the environment variable {TOKEN_ENV} is empty"))));
+}
+
+#[test]
+fn summaries_are_stored_per_cluster_and_replays_refused() {
+    let gateway = Gateway::new(0, false);
+    let now = gateway.envoy.now_ms();
+    assert_eq!(
+        push(&gateway.control, path::SUMMARY, &summary("east", 3, now, 40.0)).reply().map(|r| r.status),
+        Some(204)
+    );
+    assert!(gateway.envoy.shared_value("infergate.summary.east").is_some());
+    assert_eq!(gateway.envoy.shared_value(shared_data::SUMMARY_GENERATION).map(|b| generation::decode(&b)), Some(1));
+    let replay = push(&gateway.control, path::SUMMARY, &summary("east", 3, now, 40.0));
+    assert_eq!(error_of(&replay), (409, "sequence 3 of cluster east is not newer than 3".to_string()));
+    let garbage = push(&gateway.control, path::SUMMARY, b"nope");
+    assert_eq!(error_of(&garbage).0, 400);
+}

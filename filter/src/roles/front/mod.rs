@@ -1,0 +1,136 @@
+//! The steps the two client-facing roles (router and global) both take, once: read
+//! the role's own client headers, strip the reserved ones, answer `GET /v1/models`,
+//! read the body within its limit, let the role decide, and refuse with an
+//! OpenAI-shaped error on any failure; then, on the way back, add the decision's
+//! explanation. The roles fill in what differs through `FrontRole`.
+
+pub mod intake;
+
+use infergate_core::ApiError;
+use infergate_core::endpoint::Endpoint;
+use infergate_core::request::InferenceRequest;
+use infergate_core::wire::header;
+
+use crate::host::Host;
+use crate::host::events::{Flow, StreamEvents};
+use crate::metrics::Metric;
+use intake::{BodyIntake, Intake, RequestHeaders};
+
+/// What a client-facing role does for one request.
+pub trait FrontRole {
+    fn host(&self) -> &dyn Host;
+    fn max_body_bytes(&self) -> u64;
+    /// Prompt bytes the body intake keeps for prefix hashing.
+    fn prompt_bytes_kept(&self) -> usize;
+    /// Counts the bodies parsed whole.
+    fn full_parses(&self) -> &Metric;
+    /// Reads the client headers the role honours, before the reserved ones go.
+    fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError>;
+    /// The `GET /v1/models` body.
+    fn model_list(&self) -> Result<Vec<u8>, ApiError>;
+    /// Decides where the request goes and sets the routing headers.
+    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError>;
+    /// Counts a refusal in the role's metrics.
+    fn count_rejection(&self, error: &ApiError);
+    /// The decision, explained, if the role adds it to the response.
+    fn explanation(&self) -> Option<&str>;
+    fn on_response_headers(&mut self, end_of_stream: bool);
+    fn on_response_body(&mut self, _body_size: usize, _end_of_stream: bool) -> Flow {
+        Flow::Continue
+    }
+    fn on_log(&mut self);
+}
+
+/// A client-facing stream: the shared steps around one role's request.
+pub struct FrontStream<R> {
+    role: R,
+    body: Option<BodyIntake>,
+}
+
+impl<R: FrontRole> FrontStream<R> {
+    pub fn new(role: R) -> Self {
+        Self { role, body: None }
+    }
+
+    fn reject(&self, error: &ApiError) -> Flow {
+        self.role.count_rejection(error);
+        intake::reply_error(self.role.host(), error);
+        Flow::Pause
+    }
+}
+
+impl<R: FrontRole> StreamEvents for FrontStream<R> {
+    fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+        let headers = RequestHeaders::read(self.role.host());
+        if let Err(error) = self.role.read_client_headers(&headers) {
+            return self.reject(&error);
+        }
+        headers.strip_reserved(self.role.host());
+        match intake::on_headers(&headers, end_of_stream, self.role.max_body_bytes()) {
+            Ok(Intake::ListModels) => match self.role.model_list() {
+                Ok(body) => {
+                    self.role.host().reply(200, &[("content-type", "application/json")], &body);
+                    Flow::Pause
+                }
+                Err(error) => self.reject(&error),
+            },
+            Ok(Intake::AwaitBody) => Flow::Pause,
+            Err(error) => self.reject(&error),
+        }
+    }
+
+    fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
+        let role = &self.role;
+        let body =
+            self.body.get_or_insert_with(|| BodyIntake::new(role.prompt_bytes_kept(), role.full_parses().clone()));
+        let request = match body.on_body(role.host(), body_size, end_of_stream, role.max_body_bytes()) {
+            Ok(Some(request)) => request,
+            Ok(None) => return Flow::Pause,
+            Err(error) => return self.reject(&error),
+        };
+        match self.role.route(request) {
+            Ok(()) => Flow::Continue,
+            Err(error) => self.reject(&error),
+        }
+    }
+
+    fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
+        if let Some(explanation) = self.role.explanation() {
+            let _ = self.role.host().set_response_header(header::DECISION, explanation);
+        }
+        self.role.on_response_headers(end_of_stream);
+        Flow::Continue
+    }
+
+    fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
+        self.role.on_response_body(body_size, end_of_stream)
+    }
+
+    fn on_log(&mut self) {
+        self.role.on_log();
+    }
+}
+
+/// What the role reads of the response headers.
+pub trait ResponseView {
+    /// The upstream answered with a 2xx.
+    fn served_ok(&self) -> bool;
+    /// The answer is a server-sent event stream.
+    fn streamed(&self) -> bool;
+    /// The pod that answered.
+    fn upstream_pod(&self) -> Option<Endpoint>;
+}
+
+impl ResponseView for dyn Host + '_ {
+    fn served_ok(&self) -> bool {
+        self.response_status().is_some_and(|s| (200..300).contains(&s))
+    }
+
+    fn streamed(&self) -> bool {
+        self.response_header_text("content-type").is_some_and(|t| t.starts_with("text/event-stream"))
+    }
+
+    fn upstream_pod(&self) -> Option<Endpoint> {
+        self.upstream_address().and_then(|a| a.parse().ok())
+    }
+}

@@ -1,0 +1,120 @@
+//! The router's stats: decisions by basis, refusals, snapshot health, per-pool
+//! decisions and TTFT, the prefix peers' traffic, and the VM's memory.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::host::Host;
+use crate::metrics::Metric;
+
+pub struct RouterMetrics {
+    pub decisions_signals: Metric,
+    pub decisions_mixed: Metric,
+    pub decisions_load_only: Metric,
+    pub rejected: Metric,
+    /// Sheddable requests refused with 429 because their pool was saturated.
+    pub shed: Metric,
+    /// Bodies the streaming scanner left to the whole-body parse: every invalid body,
+    /// and valid ones of an unusual shape.
+    pub full_parses: Metric,
+    pub snapshot_generation: Metric,
+    pub snapshot_age_ms: Metric,
+    pub snapshot_decode_failures: Metric,
+    /// Snapshots decoded, summed over workers: one per generation per worker.
+    pub snapshot_decodes: Metric,
+    pub vm_memory: VmMemory,
+}
+
+impl RouterMetrics {
+    pub fn define(host: &Rc<dyn Host>) -> Self {
+        Self {
+            decisions_signals: Metric::counter(host, "infergate.decisions.signals"),
+            decisions_mixed: Metric::counter(host, "infergate.decisions.mixed"),
+            decisions_load_only: Metric::counter(host, "infergate.decisions.load_only"),
+            rejected: Metric::counter(host, "infergate.requests.rejected"),
+            shed: Metric::counter(host, "infergate.requests.shed"),
+            full_parses: Metric::counter(host, "infergate.requests.full_parses"),
+            snapshot_generation: Metric::gauge(host, "infergate.snapshot.generation"),
+            snapshot_age_ms: Metric::gauge(host, "infergate.snapshot.age_ms"),
+            snapshot_decode_failures: Metric::counter(host, "infergate.snapshot.decode_failures"),
+            snapshot_decodes: Metric::counter(host, "infergate.snapshot.decodes"),
+            vm_memory: VmMemory { gauge: Metric::gauge(host, "infergate.vm.memory_bytes"), reported: Cell::new(0) },
+        }
+    }
+}
+
+/// `infergate.vm.memory_bytes`: the linear memory of all worker VMs, summed. Each VM
+/// adds what its memory grew since it last reported (on every new snapshot) and
+/// takes its share out when its plugin is torn down.
+pub struct VmMemory {
+    gauge: Metric,
+    /// What this VM has added to the gauge.
+    reported: Cell<u64>,
+}
+
+impl VmMemory {
+    pub fn report(&self, host: &dyn Host) {
+        let now = host.vm_memory_bytes();
+        let before = self.reported.replace(now);
+        self.gauge.shift(signed(now).saturating_sub(signed(before)));
+    }
+
+    /// Withdraws this VM's share, so a reload that replaces the VMs does not leave
+    /// their memory counted.
+    pub fn withdraw(&self) {
+        let before = self.reported.replace(0);
+        self.gauge.shift(signed(before).saturating_neg());
+    }
+}
+
+fn signed(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+/// Per-pool stats: `wasmcustom.infergate.pool.<pool>.*`.
+pub struct PoolMetrics {
+    pub decisions: Metric,
+    /// Decisions made on in-flight counts alone (no fresh signals).
+    pub load_only: Metric,
+    /// Decisions whose chosen pod held part of the prompt.
+    pub prefix_hits: Metric,
+    /// Decisions that left a longer prefix holder for a faster pod.
+    pub spills: Metric,
+    /// Streamed requests' time from the decision to the first chunk, ms (histogram).
+    pub ttft_observed_ms: Metric,
+    /// |observed − predicted| of the same, ms (histogram): how far the cost is off.
+    pub ttft_abs_error_ms: Metric,
+    /// The pool's learned correction of its predictions, observed / predicted × 1000.
+    pub ttft_factor_milli: Metric,
+}
+
+impl PoolMetrics {
+    pub fn define(host: &Rc<dyn Host>, pool: &str) -> Self {
+        let name = |what: &str| format!("infergate.pool.{pool}.{what}");
+        Self {
+            decisions: Metric::counter(host, &name("decisions")),
+            load_only: Metric::counter(host, &name("load_only")),
+            prefix_hits: Metric::counter(host, &name("prefix_hits")),
+            spills: Metric::counter(host, &name("spills")),
+            ttft_observed_ms: Metric::histogram(host, &name("ttft_observed_ms")),
+            ttft_abs_error_ms: Metric::histogram(host, &name("ttft_abs_error_ms")),
+            ttft_factor_milli: Metric::gauge(host, &name("ttft_factor_milli")),
+        }
+    }
+}
+
+/// How prefix records reach the other workers: each batch goes to every other
+/// worker's queue, so `enqueued / batches` is the number of peers a worker sends to.
+pub struct PeerMetrics {
+    pub batches: Metric,
+    pub enqueued: Metric,
+}
+
+impl PeerMetrics {
+    pub fn define(host: &Rc<dyn Host>) -> Self {
+        Self {
+            batches: Metric::counter(host, "infergate.prefix.batches"),
+            enqueued: Metric::counter(host, "infergate.prefix.enqueued"),
+        }
+    }
+}

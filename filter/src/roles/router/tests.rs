@@ -1,0 +1,314 @@
+use infergate_core::snapshot::PodSignals;
+use infergate_core::wire::{header, queue, shared_data};
+
+use crate::host::events::Flow;
+use crate::host::fake::take_logs;
+use crate::shared::words;
+use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
+
+/// A prompt long enough that its blocks decide (about 1,000 tokens).
+fn long_prompt(seed: &str) -> String {
+    format!("{seed} ").repeat(4_000 / (seed.len() + 1))
+}
+
+fn in_flight(gateway: &Gateway, address: &str) -> u64 {
+    let key = format!("{}{}", shared_data::LOAD_PREFIX, pod(address));
+    words::read(&*gateway.routers[0].host, &key).0
+}
+
+#[test]
+fn a_request_is_routed_with_the_routing_headers_and_counted() {
+    let gateway = Gateway::new(1, true);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let (mut stream, chosen) = gateway.route(0, "hello");
+    assert!(chosen.as_deref().is_some_and(|c| PODS.contains(&c)), "chose {chosen:?}");
+    assert_eq!(stream.request_header(header::POOL), Some("llama"));
+    assert_eq!(stream.request_header(header::MODEL), Some(crate::test_support::MODEL));
+    assert!(stream.reply().is_none());
+    assert_eq!(gateway.envoy.stat("infergate.decisions.signals"), 1);
+    assert_eq!(gateway.envoy.stat("infergate.pool.llama.decisions"), 1);
+    assert_eq!(gateway.envoy.stat("infergate.snapshot.generation"), 1);
+    let explained = chosen.clone().unwrap_or_default();
+    stream.respond(&explained, 200, "application/json", &[b"{}"]);
+    assert!(stream.response_header(header::DECISION).is_some_and(|d| d.contains("llama")));
+}
+
+#[test]
+fn a_clients_routing_headers_are_removed_before_the_decision() {
+    let gateway = Gateway::new(1, false);
+    let mut stream = gateway.routers[0].stream();
+    let spoofed = [(header::ENDPOINT, "10.9.9.9:80"), (header::POOL, "other"), ("x-infergate-anything", "1")];
+    stream.post_json("/v1/chat/completions", &spoofed, &chat("hi"));
+    let endpoint = stream.request_header(header::ENDPOINT).unwrap_or_default().to_string();
+    assert!(!endpoint.contains("10.9.9.9"), "{endpoint}");
+    assert_eq!(stream.request_header(header::POOL), Some("llama"));
+    assert_eq!(stream.request_header("x-infergate-anything"), None);
+}
+
+#[test]
+fn bad_requests_get_openai_errors_and_count_as_rejected() {
+    let gateway = Gateway::new(1, false);
+    let cases: [(&[u8], u32, &str); 4] = [
+        (b"{not json", 400, "invalid_json"),
+        (br#"{"messages": []}"#, 400, "missing_model"),
+        (br#"{"model": "nope", "prompt": "x"}"#, 404, "model_not_found"),
+        (br#"{"model": 7}"#, 400, ""),
+    ];
+    for (body, status, code) in cases {
+        let mut stream = gateway.routers[0].stream();
+        let flow = stream.request("POST", "/v1/completions", &[], &[body]);
+        let reply = stream.reply().unwrap_or_else(|| panic!("no reply to {}", String::from_utf8_lossy(body)));
+        assert_eq!((flow, reply.status), (Flow::Pause, status), "{}", String::from_utf8_lossy(body));
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        let error = &reply.json()["error"];
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
+        if !code.is_empty() {
+            assert_eq!(error["code"], code, "{error}");
+        }
+    }
+    assert_eq!(gateway.envoy.stat("infergate.requests.rejected"), 4);
+    assert!(gateway.envoy.stat("infergate.requests.full_parses") >= 1);
+}
+
+#[test]
+fn a_body_over_the_limit_is_refused_whether_declared_or_streamed() {
+    let gateway = Gateway::new(1, false);
+    let big = vec![b' '; 70 * 1024];
+    let mut declared = gateway.routers[0].stream();
+    declared.request("POST", "/v1/completions", &[], &[&big]);
+    assert_eq!(declared.reply().map(|r| r.status), Some(413));
+    // Chunked: no content-length, the limit trips on the buffered size.
+    let mut chunked = gateway.routers[0].stream();
+    let chunk = vec![b' '; 40 * 1024];
+    chunked.request("POST", "/v1/completions", &[("content-length", "")], &[&chunk, &chunk]);
+    assert_eq!(chunked.reply().map(|r| r.status), Some(413));
+}
+
+#[test]
+fn a_body_split_over_callbacks_is_read_once_and_routed() {
+    let gateway = Gateway::new(1, false);
+    let body = chat(&long_prompt("split")).to_string().into_bytes();
+    let (head, tail) = body.split_at(body.len() / 3);
+    let mut stream = gateway.routers[0].stream();
+    assert_eq!(stream.request("POST", "/v1/chat/completions", &[], &[head, tail]), Flow::Continue);
+    assert!(stream.request_header(header::ENDPOINT).is_some());
+    assert_eq!(gateway.envoy.stat("infergate.requests.full_parses"), 0);
+}
+
+#[test]
+fn a_bad_criticality_header_is_refused_and_sheddable_is_shed_when_saturated() {
+    let gateway = Gateway::new(1, false);
+    let mut stream = gateway.routers[0].stream();
+    stream.post_json("/v1/chat/completions", &[("x-infergate-criticality", "urgent")], &chat("hi"));
+    let reply = stream.reply().map(|r| (r.status, r.json()["error"]["code"].clone()));
+    assert_eq!(reply, Some((400, "invalid_criticality".into())));
+
+    let saturated = PodSignals { waiting: 50.0, running: 8.0, kv_cache_usage: 0.99, ..idle() };
+    let signals = [saturated.clone(), saturated.clone(), saturated];
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &signals)), 204);
+    let mut shed = gateway.routers[0].stream();
+    shed.post_json("/v1/chat/completions", &[("x-infergate-criticality", "sheddable")], &chat("hi"));
+    let reply = shed.reply().map(|r| (r.status, r.header("retry-after").is_some()));
+    assert_eq!(reply, Some((429, true)));
+    assert_eq!(gateway.envoy.stat("infergate.requests.shed"), 1);
+    // A standard request on the same pool still goes through.
+    let (_, chosen) = gateway.route(0, "hi");
+    assert!(chosen.is_some());
+}
+
+#[test]
+fn models_are_listed_and_unknown_paths_get_404() {
+    let gateway = Gateway::new(1, false);
+    let mut list = gateway.routers[0].stream();
+    assert_eq!(list.request("GET", "/v1/models", &[], &[]), Flow::Pause);
+    let models = list.reply().map(|r| r.json()).unwrap_or_default();
+    let names: Vec<&str> = models["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str()).collect();
+    assert!(names.contains(&crate::test_support::MODEL) && names.contains(&"sql-lora"), "{names:?}");
+    let mut unknown = gateway.routers[0].stream();
+    unknown.request("POST", "/v2/whatever", &[], &[b"{}"]);
+    assert_eq!(unknown.reply().map(|r| r.status), Some(404));
+}
+
+#[test]
+fn an_undecodable_snapshot_keeps_the_previous_one() {
+    let gateway = Gateway::new(1, false);
+    let now = gateway.envoy.now_ms();
+    assert_eq!(gateway.push_snapshot(&snapshot(1, now, &[idle(), idle(), idle()])), 204);
+    gateway.route(0, "first");
+    // Garbage published behind the control listener's back (it refuses garbage).
+    gateway.envoy.set_shared_value(shared_data::SNAPSHOT, b"\xff\x00garbage");
+    gateway.envoy.set_shared_value(shared_data::GENERATION, &2u64.to_le_bytes());
+    take_logs();
+    let (_, chosen) = gateway.route(0, "second");
+    assert!(chosen.is_some());
+    assert_eq!(gateway.envoy.stat("infergate.snapshot.decode_failures"), 1);
+    assert_eq!(gateway.envoy.stat("infergate.decisions.signals"), 2, "still on the previous snapshot's signals");
+    assert!(take_logs().iter().any(|l| l.contains("does not decode, keeping the previous one")));
+}
+
+#[test]
+fn in_flight_counts_are_shared_by_the_workers_and_released_at_the_end() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let mut streams = Vec::new();
+    let mut chosen = Vec::new();
+    for i in 0..3 {
+        let (stream, pod) = gateway.route(i % 2, &format!("request {i}"));
+        streams.push(stream);
+        chosen.extend(pod);
+    }
+    chosen.sort();
+    chosen.dedup();
+    assert_eq!(chosen.len(), 3, "three requests over two workers spread over the three idle pods: {chosen:?}");
+    assert_eq!(PODS.iter().map(|p| in_flight(&gateway, p)).sum::<u64>(), 3);
+    for stream in &mut streams {
+        stream.end();
+    }
+    assert_eq!(PODS.iter().map(|p| in_flight(&gateway, p)).sum::<u64>(), 0);
+}
+
+#[test]
+fn a_prefix_recorded_on_one_worker_routes_the_next_turn_on_another() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    // A worker joins the prefix peers with its first request.
+    gateway.route(1, "join").0.end();
+    let prompt = long_prompt("conversation");
+    let (mut first, pod) = gateway.route(0, &prompt);
+    let pod = pod.unwrap_or_default();
+    first.respond(&pod, 200, "application/json", &[b"{}"]);
+    first.end();
+    assert_eq!(gateway.envoy.deliver(), 1, "the record reached the other worker's queue");
+    for turn in 0..3 {
+        let (mut next, chosen) = gateway.route(1, &format!("{prompt} turn {turn}"));
+        assert_eq!(chosen.as_deref(), Some(pod.as_str()), "turn {turn}");
+        next.end();
+    }
+    assert!(gateway.envoy.stat("infergate.pool.llama.prefix_hits") >= 3);
+}
+
+#[test]
+fn records_wait_for_the_tick_under_load_then_go_in_one_batch() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
+    for i in 0..3 {
+        let (mut stream, pod) = gateway.route(0, &long_prompt(&format!("topic{i}")));
+        stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+        stream.end();
+    }
+    // The first went at once; the next two wait for the 5 ms tick.
+    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 1);
+    assert_eq!(gateway.routers[0].tick_period_ms(), 5);
+    gateway.envoy.advance_ms(5);
+    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 2);
+    assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 2, "one peer per batch");
+    assert_eq!(gateway.routers[0].tick_period_ms(), 0, "the tick stops once nothing waits");
+}
+
+/// Regression (ed2fbf9): a torn-down router kept its queue on the peer list, and the
+/// others sent every record to it, where nothing drained it.
+#[test]
+fn a_torn_down_worker_leaves_the_prefix_peers() {
+    let gateway = Gateway::new(3, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    for worker in 0..3 {
+        gateway.route(worker, "join").0.end();
+    }
+    gateway.routers[2].tear_down();
+    let (mut stream, pod) = gateway.route(0, &long_prompt("after the reload"));
+    stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+    let queued = gateway.envoy.queued(queue::PREFIX_PREFIX);
+    assert_eq!(queued.values().sum::<usize>(), 1, "one record, for the one live peer: {queued:?}");
+    assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 1);
+}
+
+/// Regression (8b92315): each worker set the memory gauge to its own VM's size, so it
+/// showed whichever reported last instead of the sum.
+#[test]
+fn the_vm_memory_gauge_sums_the_workers_and_drops_a_torn_down_one() {
+    let gateway = Gateway::new(2, false);
+    gateway.routers[0].set_memory_bytes(1 << 20);
+    gateway.routers[1].set_memory_bytes(3 << 20);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(0, "a");
+    gateway.route(1, "b");
+    assert_eq!(gateway.envoy.stat("infergate.vm.memory_bytes"), 4 << 20);
+    gateway.routers[0].set_memory_bytes(2 << 20);
+    assert_eq!(gateway.push_snapshot(&snapshot(2, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(0, "c");
+    assert_eq!(gateway.envoy.stat("infergate.vm.memory_bytes"), 5 << 20);
+    gateway.routers[1].tear_down();
+    assert_eq!(gateway.envoy.stat("infergate.vm.memory_bytes"), 2 << 20);
+}
+
+#[test]
+fn a_streams_first_chunk_is_timed_against_its_prediction() {
+    let gateway = Gateway::new(1, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let (mut stream, pod) = gateway.route(0, "time me");
+    let pod = pod.unwrap_or_default();
+    stream.respond_headers(&pod, 200, "text/event-stream", false);
+    gateway.envoy.advance_ms(250);
+    stream.respond_chunk(b"data: {}\n\n", false);
+    gateway.envoy.advance_ms(100);
+    stream.respond_chunk(b"data: [DONE]\n\n", true);
+    assert_eq!(gateway.envoy.samples("infergate.pool.llama.ttft_observed_ms"), vec![250]);
+    assert_eq!(gateway.envoy.samples("infergate.pool.llama.ttft_abs_error_ms").len(), 1);
+    assert!(gateway.envoy.stat("infergate.pool.llama.ttft_factor_milli") > 1000, "slower than predicted");
+}
+
+#[test]
+fn a_failed_answer_records_no_prefix() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
+    let (mut stream, pod) = gateway.route(0, &long_prompt("failing"));
+    stream.respond(&pod.unwrap_or_default(), 503, "application/json", &[b"{}"]);
+    stream.end();
+    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 0);
+}
+
+#[test]
+fn host_calls_that_fail_are_logged_and_the_request_still_flows() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
+    take_logs();
+    gateway.envoy.fail("set_request_header");
+    let (mut stream, _) = gateway.route(0, "no headers");
+    assert!(take_logs().iter().any(|l| l.contains("cannot set routing headers")));
+    gateway.envoy.heal("set_request_header");
+    stream.end();
+
+    gateway.envoy.fail("enqueue");
+    let (mut stream, pod) = gateway.route(0, &long_prompt("unsent"));
+    stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+    stream.end();
+    assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 0);
+    gateway.envoy.heal("enqueue");
+
+    gateway.envoy.fail("send_reply");
+    let mut refused = gateway.routers[0].stream();
+    assert_eq!(refused.request("POST", "/v1/completions", &[], &[b"{bad"]), Flow::Pause);
+    assert!(take_logs().iter().any(|l| l.contains("could not send a 400 reply")));
+}
+
+#[test]
+fn a_router_whose_queue_cannot_register_still_routes() {
+    let gateway = Gateway::new(1, false);
+    gateway.envoy.fail("register_queue");
+    let (_, chosen) = gateway.route(0, "alone");
+    assert!(chosen.is_some());
+    assert!(take_logs().iter().any(|l| l.contains("prefix records from other workers are lost")));
+}
+
+#[test]
+fn an_invalid_router_configuration_is_refused_with_its_field() {
+    let envoy = crate::host::fake::FakeEnvoy::new();
+    let mut config: serde_json::Value = serde_json::from_slice(&crate::test_support::router_config(false)).unwrap();
+    config["routing"]["pools"] = serde_json::json!([]);
+    let worker = envoy.start("infergate", config.to_string().as_bytes());
+    assert!(!worker.configured());
+    assert!(take_logs().iter().any(|l| l.contains("invalid plugin configuration: routing.")), "{:?}", take_logs());
+}

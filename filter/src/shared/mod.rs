@@ -1,0 +1,7 @@
+//! Values in Envoy's shared data that two roles, or the workers of one, agree on,
+//! each with its codec: the two-word counters, the generation counters, the clusters'
+//! summaries.
+
+pub mod generation;
+pub mod summaries;
+pub mod words;
