@@ -13,10 +13,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use infergate_e2e::{ModelSpec, Stack, StackSpec};
+use infergate_harness::{ModelSpec, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 
-use infergate_e2e::procfs::{cpu_seconds, rss_mib};
+use infergate_harness::procfs::{cpu_seconds, rss_mib};
 
 pub const SCRAPE_INTERVAL_MS: u64 = 100;
 

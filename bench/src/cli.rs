@@ -17,7 +17,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 /// work starts: a missing piece is an error that says how to build it, not a panic
 /// minutes into a run. With `only`, a pass ends the run (`--preflight`: what CI runs).
 pub fn preflight(only: bool) -> Result<(), ExitCode> {
-    let missing = infergate_e2e::artifacts::missing_for_stack();
+    let missing = infergate_harness::artifacts::missing_for_stack();
     for what in &missing {
         eprintln!("error: {what}");
     }

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use infergate_envoy_config::UpstreamPolicy;
+use infergate_harness::{ModelSpec, Stack, StackSpec};
 
-use infergate_e2e::procfs::{cpu_seconds, rss_mib};
+use infergate_harness::procfs::{cpu_seconds, rss_mib};
 
 pub const BODY_SIZES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024];
 pub const CONCURRENCY: [usize; 3] = [1, 32, 150];
@@ -194,7 +194,7 @@ pub async fn footprint(gateways: &Gateways, decodes_before: u64, since: Instant)
     let b = &gateways.infergate;
     let decodes = b.stat("infergate.snapshot.decodes").await.unwrap_or(0).saturating_sub(decodes_before);
     Footprint {
-        wasm_bytes: std::fs::metadata(infergate_e2e::artifacts::filter_wasm()).map_or(0, |m| m.len()),
+        wasm_bytes: std::fs::metadata(infergate_harness::artifacts::filter_wasm()).map_or(0, |m| m.len()),
         vm_memory_bytes: b.stat("infergate.vm.memory_bytes").await.unwrap_or(0),
         envoy_rss_plain_mib: gateways.plain.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
         envoy_rss_infergate_mib: b.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use infergate_envoy_config::UpstreamPolicy;
+use infergate_harness::{ModelSpec, Stack, StackSpec};
 use serde_json::json;
 use tokio::time::Instant;
 

@@ -5,11 +5,11 @@
 use infergate_core::config::{Engine as EngineKind, ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
-use infergate_metrics_agent::engines;
-use infergate_metrics_agent::learn::RateLearner;
 use infergate_model_sim::engine::Engine;
 use infergate_model_sim::server::MetricsFormat;
 use infergate_model_sim::server::metrics_text::{MetricsView, render};
+use infergate_signals::engines;
+use infergate_signals::learn::RateLearner;
 
 use crate::workloads::BASE_MODEL;
 

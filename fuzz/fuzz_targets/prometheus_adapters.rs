@@ -3,7 +3,7 @@
 #![no_main]
 
 use infergate_core::config::Engine;
-use infergate_metrics_agent::{engines, exposition};
+use infergate_signals::{engines, exposition};
 use libfuzzer_sys::fuzz_target;
 
 const ENGINES: [Engine; 6] =

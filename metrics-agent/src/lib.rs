@@ -1,25 +1,16 @@
 //! The metrics agent: scrapes every pod of every pool, normalizes each engine's metrics
 //! into the snapshot's signals, and pushes the snapshot to each Envoy's control
 //! listener.
+//!
+//! What a scrape's text says (the Prometheus parser, the engine adapters, the rate
+//! learner) is `infergate-signals`; this crate is the I/O around it: discovery,
+//! scraping, pushing and the agent's own telemetry.
 #![forbid(unsafe_code)]
 
-//!
-//! Without the default `runtime` feature only the Prometheus text parser, the engine
-//! adapters and the rate learner are built: pure functions of a scrape, for fuzzing.
-
-#[cfg(feature = "runtime")]
 pub mod discovery;
-pub mod engines;
-pub mod exposition;
-pub mod learn;
-#[cfg(feature = "runtime")]
 pub mod push;
-#[cfg(feature = "runtime")]
 pub mod scrape;
-#[cfg(feature = "runtime")]
 pub mod telemetry;
-#[cfg(feature = "runtime")]
 pub mod token;
 
-#[cfg(feature = "runtime")]
 pub use scrape::FleetScraper;

@@ -13,13 +13,14 @@ use infergate_core::config::{Engine, InfergateConfig};
 use infergate_core::filter_config::{SNAPSHOT_PATH, SUMMARY_PATH};
 use infergate_core::global::summarize;
 use infergate_core::snapshot::Snapshot;
+use infergate_metrics_agent::FleetScraper;
 use infergate_metrics_agent::discovery::kubernetes::{self, ControlEndpoints, NamespacedName};
 use infergate_metrics_agent::discovery::{Fleet, config_file};
 use infergate_metrics_agent::push::Pusher;
 use infergate_metrics_agent::scrape::{fetch_metrics, unix_ms};
 use infergate_metrics_agent::telemetry::{self, PodLabel, TargetLabel, Telemetry};
 use infergate_metrics_agent::token::ControlToken;
-use infergate_metrics_agent::{FleetScraper, engines};
+use infergate_signals::engines;
 
 /// Scrapes every pod of every pool (GET /metrics) on a fixed interval, normalizes the
 /// engine's metrics into routing signals, and pushes one MessagePack snapshot per

@@ -10,11 +10,11 @@ use futures::future::join_all;
 use infergate_core::Endpoint;
 use infergate_core::config::{Engine, InfergateConfig};
 
-use crate::discovery::{Fleet, Target};
 use infergate_core::snapshot::{PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+use infergate_signals::engines::{self, Scraped};
+use infergate_signals::learn::RateLearner;
 
-use crate::engines::{self, Scraped};
-use crate::learn::RateLearner;
+use crate::discovery::{Fleet, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {

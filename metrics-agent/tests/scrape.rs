@@ -11,7 +11,7 @@ use infergate_core::config::InfergateConfig;
 use infergate_metrics_agent::FleetScraper;
 use infergate_metrics_agent::discovery::Fleet;
 
-const VLLM_SAMPLE: &str = include_str!("data/vllm-v1_qwen3-0.6b.txt");
+const VLLM_SAMPLE: &str = include_str!("../../signals/tests/data/vllm-v1_qwen3-0.6b.txt");
 
 async fn serve_metrics(text: &'static str) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -67,7 +67,7 @@ async fn a_hanging_pod_costs_the_snapshot_no_more_than_the_scrape_timeout() {
 /// `metrics-agent parse` on a file and on a URL prints the same normalized signals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_parse_command_reads_a_file_and_a_url() {
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/vllm-v1_qwen3-0.6b.txt");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../signals/tests/data/vllm-v1_qwen3-0.6b.txt");
     let url = format!("http://{}/metrics", serve_metrics(VLLM_SAMPLE).await);
     let mut outputs = Vec::new();
     for source in [file.to_string(), url] {

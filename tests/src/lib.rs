@@ -1,19 +1,16 @@
-//! The harness for end-to-end tests: a simulated fleet on real sockets, real Envoy
-//! with the built filter, and the real metrics-agent binary.
+//! The harness for end-to-end tests: the whole gateway on loopback from
+//! `infergate-harness` (a simulated fleet on real sockets, real Envoy with the built
+//! filter, the real metrics-agent binary), re-exported so that the tests name one crate,
+//! and what only the tests use: the global router and its rate limiter, a fake
+//! Kubernetes API server, and listeners in a watched file.
 //!
 //! Nothing is skipped: if Envoy, the `.wasm` or a binary is missing, the test fails and
 //! says which `make` target provides it.
 #![forbid(unsafe_code)]
 
-pub mod artifacts;
-pub mod client;
-pub mod fleet;
 pub mod global_router;
 pub mod kube_api;
 pub mod listener_file;
-pub mod procfs;
-pub mod soak;
-pub mod stack;
 
-pub use client::{Reply, chat_body};
-pub use stack::{BootstrapWriter, ModelSpec, Stack, StackSpec};
+pub use infergate_harness::{BootstrapWriter, ModelSpec, Reply, Stack, StackSpec, chat_body};
+pub use infergate_harness::{artifacts, client, fleet, procfs, soak, stack};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use infergate_bench::cli;
-use infergate_e2e::soak;
+use infergate_harness::soak;
 
 /// Hours of load, with nothing lost and nothing leaked.
 #[derive(Parser)]

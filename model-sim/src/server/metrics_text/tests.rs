@@ -1,4 +1,4 @@
-use infergate_metrics_agent::exposition::parse;
+use infergate_signals::exposition::parse;
 
 use super::*;
 use crate::engine::{Engine, EngineProfile};
