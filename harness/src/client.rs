@@ -18,7 +18,7 @@ impl Reply {
     }
 
     pub fn served_by(&self) -> Option<&str> {
-        self.header(infergate_model_sim::SERVED_BY_HEADER)
+        self.header(infergate_core::wire::header::SERVED_BY)
     }
 
     pub fn json(&self) -> Value {

@@ -52,7 +52,7 @@ impl Fleet {
                             "{{\"id\":\"cmpl-1\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"ok\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":1}}}}",
                             body.len() / 4
                         );
-                        ([("content-type", "application/json"), ("x-infergate-served-by", served_by.as_str())], reply)
+                        ([("content-type", "application/json"), (infergate_core::wire::header::SERVED_BY, served_by.as_str())], reply)
                             .into_response()
                     }
                 });

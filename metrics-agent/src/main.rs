@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
-use infergate_core::filter_config::{SNAPSHOT_PATH, SUMMARY_PATH};
+use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_core::global::summarize;
 use infergate_core::snapshot::Snapshot;
 use infergate_metrics_agent::FleetScraper;

@@ -8,6 +8,3 @@
 
 pub mod engine;
 pub mod server;
-
-/// Every response names the pod that served it, so clients and tests can see routing.
-pub const SERVED_BY_HEADER: &str = "x-infergate-served-by";

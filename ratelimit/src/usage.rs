@@ -7,7 +7,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use infergate_core::control::bearer_token_matches;
-use infergate_core::global::metering::{USAGE_PATH, UsageReport};
+use infergate_core::global::metering::UsageReport;
+use infergate_core::wire::path::USAGE as USAGE_PATH;
 
 use crate::charge::{Kind, counter_key};
 use crate::counter::window;

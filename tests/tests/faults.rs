@@ -265,7 +265,7 @@ async fn streams_cut_by_a_pod_killed_mid_answer_are_counted() {
                 assert_eq!(response.status(), 200);
                 let pod = response
                     .headers()
-                    .get(infergate_model_sim::SERVED_BY_HEADER)
+                    .get(infergate_core::wire::header::SERVED_BY)
                     .unwrap()
                     .to_str()
                     .unwrap()

@@ -11,6 +11,8 @@ pub use chart::chart;
 pub use policies::{CROSS_REGION_RTT_MS, Clusters, GlobalLayer, Layer};
 pub use workload::{Region, Tags, TwoRegions};
 
+use infergate_core::wire::CHARS_PER_TOKEN;
+
 use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::Scenario;
 
@@ -61,7 +63,7 @@ pub fn summarize_run(
         } else {
             latency.push(seen)
         }
-        let served = (request.prompt.len() as f64 / 4.0) + f64::from(request.output_tokens);
+        let served = (request.prompt.len() as f64 / CHARS_PER_TOKEN as f64) + f64::from(request.output_tokens);
         cost += served * clusters.cost(cluster);
         tokens += served;
         if tag.origin == Region::East && !tag.batch {

@@ -23,7 +23,8 @@
 
 use std::collections::HashMap;
 
-use infergate_model_sim::engine::{CHARS_PER_TOKEN, block_hashes};
+use infergate_core::wire::CHARS_PER_TOKEN;
+use infergate_model_sim::engine::block_hashes;
 
 use super::{PickContext, Policy, argmax};
 use crate::request::BenchRequest;

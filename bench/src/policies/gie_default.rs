@@ -22,7 +22,7 @@
 
 use infergate_core::endpoint::Endpoint;
 use infergate_core::prefix::PrefixIndex;
-use infergate_model_sim::engine::CHARS_PER_TOKEN;
+use infergate_core::wire::CHARS_PER_TOKEN;
 use xxhash_rust::xxh64::xxh64;
 
 use super::{PickContext, Policy, argmax, min_max_lower_better, scraped};

@@ -13,7 +13,8 @@ use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use infergate_model_sim::engine::{CHARS_PER_TOKEN, EngineProfile};
+use infergate_core::wire::CHARS_PER_TOKEN;
+use infergate_model_sim::engine::EngineProfile;
 use serde::Deserialize;
 use xxhash_rust::xxh64::xxh64;
 

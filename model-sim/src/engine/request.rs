@@ -3,8 +3,8 @@
 
 use xxhash_rust::xxh64::xxh64;
 
-/// Tokens are approximated as 4 bytes of prompt text, as on the routing side.
-pub const CHARS_PER_TOKEN: usize = 4;
+/// Tokens are approximated as bytes of prompt text, as on the routing side.
+pub use infergate_core::wire::CHARS_PER_TOKEN;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimRequest {

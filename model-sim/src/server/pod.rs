@@ -20,7 +20,7 @@ use super::driver::DriverHandle;
 use super::faults::Faults;
 use super::metrics_text::{MetricsFormat, MetricsView, render};
 use super::pinned::PinnedMetrics;
-use crate::SERVED_BY_HEADER;
+use infergate_core::wire::header::SERVED_BY as SERVED_BY_HEADER;
 use crate::engine::EngineProfile;
 
 #[derive(Debug, Clone)]
