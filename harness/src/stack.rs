@@ -12,8 +12,8 @@ use infergate_core::config::{
     AgentSettings, Criticality, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
-use infergate_core::wire::path::SNAPSHOT as SNAPSHOT_PATH;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+use infergate_core::wire::path::SNAPSHOT as SNAPSHOT_PATH;
 use infergate_envoy_config::{RenderOptions, UpstreamPolicy, render_bootstrap_yaml};
 use infergate_model_sim::engine::EngineProfile;
 use serde_json::Value;

@@ -10,9 +10,9 @@ use tokio::sync::{mpsc, watch};
 
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
-use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_core::global::summarize;
 use infergate_core::snapshot::Snapshot;
+use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_metrics_agent::FleetScraper;
 use infergate_metrics_agent::discovery::kubernetes::{self, ControlEndpoints, NamespacedName};
 use infergate_metrics_agent::discovery::{Fleet, config_file};

@@ -20,8 +20,8 @@ use super::driver::DriverHandle;
 use super::faults::Faults;
 use super::metrics_text::{MetricsFormat, MetricsView, render};
 use super::pinned::PinnedMetrics;
-use infergate_core::wire::header::SERVED_BY as SERVED_BY_HEADER;
 use crate::engine::EngineProfile;
+use infergate_core::wire::header::SERVED_BY as SERVED_BY_HEADER;
 
 #[derive(Debug, Clone)]
 pub struct PodSpec {
