@@ -6,15 +6,6 @@ use serde::{Deserialize, Serialize};
 use crate::config::RoutingConfig;
 use crate::global::GlobalRouterConfig;
 
-// TRANSITION: old names, removed once every crate imports `wire`.
-pub use crate::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
-pub use crate::wire::queue::{PREFIX_PREFIX as PREFIX_QUEUE_PREFIX, SNAPSHOTS as SNAPSHOT_QUEUE};
-pub use crate::wire::shared_data::{
-    BACKLOG_PREFIX as BACKLOG_KEY_PREFIX, GENERATION as GENERATION_KEY, LOAD_PREFIX as LOAD_KEY_PREFIX,
-    PREFIX_PEERS as PREFIX_PEERS_KEY, SEQUENCE as SEQUENCE_KEY, SNAPSHOT as SNAPSHOT_KEY,
-    SUMMARY_GENERATION as SUMMARY_GENERATION_KEY,
-};
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FilterConfig {

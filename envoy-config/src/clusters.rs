@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::listeners::socket_address;
 
 /// Header the override_host policy reads: `ip:port,ip:port,...`, best first.
-pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
+use infergate_core::wire::header::ENDPOINT as ENDPOINT_HEADER;
 
 /// How a pool's cluster picks a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -4,21 +4,25 @@
 //! gateway in the filter's ranking, never to one already tried.
 
 use infergate_core::filter_config::{FilterConfig, GlobalRole};
-use infergate_core::global::metering::{PROMPT_TOKENS_HEADER, RATE_LIMIT_CLUSTER, TENANT_HEADER, USAGE_CLUSTER};
 use infergate_core::global::{GlobalRouterConfig, RateLimits};
+use infergate_core::wire::cluster::{RATE_LIMIT as RATE_LIMIT_CLUSTER, USAGE as USAGE_CLUSTER};
+use infergate_core::wire::header::{
+    MODEL as MODEL_HEADER, PROMPT_TOKENS as PROMPT_TOKENS_HEADER, TENANT as TENANT_HEADER,
+};
 use serde_json::{Value, json};
 
 use crate::clusters::{UpstreamPolicy, static_cluster};
 use crate::listeners::{BUFFER_HEADROOM_BYTES, http_connection_manager, retry_policy, socket_address};
-use crate::{RenderOptions, listeners, wasm};
+use crate::wasm::{self, PluginConfigError};
+use crate::{RenderOptions, listeners};
 
 /// The cluster of tier-1 gateways.
 pub const GATEWAYS_CLUSTER: &str = "tier1-gateways";
 
-/// The model header the filter sets, which the rate limit descriptors read.
-const MODEL_HEADER: &str = "x-gateway-model-name";
-
-pub fn render_global_bootstrap(config: &GlobalRouterConfig, options: &RenderOptions) -> Value {
+pub fn render_global_bootstrap(
+    config: &GlobalRouterConfig,
+    options: &RenderOptions,
+) -> Result<Value, PluginConfigError> {
     let timeout = format!("{}s", config.gateway.request_timeout_ms.div_ceil(1000));
     let mut route = json!({
         "match": {"prefix": "/"},
@@ -31,7 +35,7 @@ pub fn render_global_bootstrap(config: &GlobalRouterConfig, options: &RenderOpti
     }));
     let mut filters = vec![json!({
         "name": "envoy.filters.http.wasm",
-        "typed_config": wasm::typed_config("infergate-global", "global", &role, options),
+        "typed_config": wasm::typed_config("infergate-global", "global", &role, options)?,
     })];
     let mut clusters = vec![static_cluster(
         GATEWAYS_CLUSTER,
@@ -51,19 +55,20 @@ pub fn render_global_bootstrap(config: &GlobalRouterConfig, options: &RenderOpti
         "connection_balance_config": {"exact_balance": {}},
         "filter_chains": [{"filters": [http_connection_manager("global", routes, filters, options.access_log)]}],
     });
-    json!({
+    Ok(json!({
         "node": {"id": "infergate-global", "cluster": "infergate-global"},
         "admin": {"address": socket_address(config.gateway.admin)},
         "static_resources": {
-            "listeners": [listener, listeners::control(&config.gateway, options)],
+            "listeners": [listener, listeners::control(&config.gateway, options)?],
             "clusters": clusters,
         },
-    })
+    }))
 }
 
 /// The bootstrap as YAML text, with a header saying where it came from.
 pub fn render_global_bootstrap_yaml(config: &GlobalRouterConfig, options: &RenderOptions) -> Result<String, String> {
-    let body = serde_yaml_ng::to_string(&render_global_bootstrap(config, options)).map_err(|e| e.to_string())?;
+    let bootstrap = render_global_bootstrap(config, options).map_err(|e| e.to_string())?;
+    let body = serde_yaml_ng::to_string(&bootstrap).map_err(|e| e.to_string())?;
     Ok(format!(
         "# Rendered by infergate-envoy-config --target global; edit infergate-global.yaml, not this one.\n{body}"
     ))

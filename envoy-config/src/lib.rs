@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 pub use clusters::UpstreamPolicy;
 pub use global::{GATEWAYS_CLUSTER, render_global_bootstrap, render_global_bootstrap_yaml};
+pub use wasm::PluginConfigError;
 
 /// The `vm_id` shared by the router, the control filter and the singleton: shared data
 /// and queues are scoped by it.
@@ -81,27 +82,28 @@ impl RenderOptions {
 }
 
 /// The whole bootstrap as a JSON value (Envoy reads it as YAML or JSON).
-pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Value {
+pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
     let mut bootstrap = json!({
         "node": {"id": "infergate", "cluster": "infergate"},
         "admin": {"address": listeners::socket_address(config.gateway.admin)},
         "static_resources": {
             "listeners": [
-                listeners::gateway(config, options),
-                listeners::control(&config.gateway, options),
+                listeners::gateway(config, options)?,
+                listeners::control(&config.gateway, options)?,
             ],
             "clusters": clusters::pool_clusters(config, options.upstream_policy),
         },
     });
     if options.upstream_policy == UpstreamPolicy::Infergate {
-        bootstrap["bootstrap_extensions"] = json!([wasm::singleton(options)]);
+        bootstrap["bootstrap_extensions"] = json!([wasm::singleton(options)?]);
     }
-    bootstrap
+    Ok(bootstrap)
 }
 
 /// The bootstrap as YAML text, with a header saying where it came from.
 pub fn render_bootstrap_yaml(config: &InfergateConfig, options: &RenderOptions) -> Result<String, String> {
-    let body = serde_yaml_ng::to_string(&render_bootstrap(config, options)).map_err(|e| e.to_string())?;
+    let bootstrap = render_bootstrap(config, options).map_err(|e| e.to_string())?;
+    let body = serde_yaml_ng::to_string(&bootstrap).map_err(|e| e.to_string())?;
     Ok(format!("# Rendered by infergate-envoy-config from infergate.yaml; edit that file, not this one.\n{body}"))
 }
 

@@ -5,11 +5,12 @@ use std::net::SocketAddr;
 use infergate_core::config::{GatewaySettings, InfergateConfig};
 use serde_json::{Value, json};
 
+use crate::RenderOptions;
 use crate::clusters::{UpstreamPolicy, cluster_name};
-use crate::{RenderOptions, wasm};
+use crate::wasm::{self, PluginConfigError};
 
 /// Header the router filter sets to select the pool's route.
-pub const POOL_HEADER: &str = "x-infergate-pool";
+pub(crate) use infergate_core::wire::header::POOL as POOL_HEADER;
 /// Room above the body limit so that the filter, not Envoy's buffer, answers 413.
 pub(crate) const BUFFER_HEADROOM_BYTES: u64 = 1024 * 1024;
 
@@ -108,29 +109,29 @@ pub(crate) fn retry_policy(retries: u32) -> Value {
     })
 }
 
-pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Value {
+pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
     let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
-        vec![wasm::router_filter(config, options)]
+        vec![wasm::router_filter(config, options)?]
     } else {
         Vec::new()
     };
-    json!({
+    Ok(json!({
         "name": "gateway",
         "address": socket_address(config.gateway.listen),
         "per_connection_buffer_limit_bytes": config.gateway.max_body_bytes + BUFFER_HEADROOM_BYTES,
         // LLM clients hold few long-lived connections; spread them evenly over workers.
         "connection_balance_config": {"exact_balance": {}},
         "filter_chains": [{"filters": [http_connection_manager("gateway", pool_routes(config, options), filters, options.access_log)]}],
-    })
+    }))
 }
 
-pub(crate) fn control(gateway: &GatewaySettings, options: &RenderOptions) -> Value {
+pub(crate) fn control(gateway: &GatewaySettings, options: &RenderOptions) -> Result<Value, PluginConfigError> {
     let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
-        vec![wasm::control_filter(options)]
+        vec![wasm::control_filter(options)?]
     } else {
         Vec::new()
     };
-    json!({
+    Ok(json!({
         "name": "control",
         "address": socket_address(gateway.control),
         "per_connection_buffer_limit_bytes": infergate_core::snapshot::MAX_SNAPSHOT_BYTES + 65536,
@@ -140,5 +141,5 @@ pub(crate) fn control(gateway: &GatewaySettings, options: &RenderOptions) -> Val
             filters,
             false,
         )]}],
-    })
+    }))
 }

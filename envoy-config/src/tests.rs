@@ -8,7 +8,7 @@ fn example() -> InfergateConfig {
 
 #[test]
 fn one_override_host_cluster_per_pool() {
-    let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into()));
+    let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into())).unwrap();
     let clusters = bootstrap["static_resources"]["clusters"].as_array().unwrap();
     let names: Vec<&str> = clusters.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["pool-llama", "pool-qwen"]);
@@ -19,7 +19,7 @@ fn one_override_host_cluster_per_pool() {
 
 #[test]
 fn the_three_roles_share_one_vm_id_and_the_token_stays_out() {
-    let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into()));
+    let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into())).unwrap();
     let text = bootstrap.to_string();
     assert_eq!(text.matches("\"vm_id\":\"infergate\"").count(), 3);
     assert!(text.contains("INFERGATE_CONTROL_TOKEN"));
@@ -29,7 +29,7 @@ fn the_three_roles_share_one_vm_id_and_the_token_stays_out() {
 #[test]
 fn the_listener_buffer_exceeds_the_body_limit() {
     let config = example();
-    let bootstrap = render_bootstrap(&config, &RenderOptions::new("/x.wasm".into()));
+    let bootstrap = render_bootstrap(&config, &RenderOptions::new("/x.wasm".into())).unwrap();
     let limit = bootstrap["static_resources"]["listeners"][0]["per_connection_buffer_limit_bytes"].as_u64().unwrap();
     assert!(limit > config.gateway.max_body_bytes);
 }
@@ -37,7 +37,7 @@ fn the_listener_buffer_exceeds_the_body_limit() {
 #[test]
 fn baselines_have_no_wasm() {
     let options = RenderOptions { upstream_policy: UpstreamPolicy::RoundRobin, ..RenderOptions::new("/x.wasm".into()) };
-    let text = render_bootstrap(&example(), &options).to_string();
+    let text = render_bootstrap(&example(), &options).unwrap().to_string();
     assert!(!text.contains("wasm"));
     assert!(text.contains("envoy.load_balancing_policies.round_robin"));
 }

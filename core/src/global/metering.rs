@@ -4,11 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-// TRANSITION: old names, removed once every crate imports `wire`.
-pub use crate::wire::cluster::{RATE_LIMIT as RATE_LIMIT_CLUSTER, USAGE as USAGE_CLUSTER};
-pub use crate::wire::header::{PROMPT_TOKENS as PROMPT_TOKENS_HEADER, TENANT as TENANT_HEADER};
-pub use crate::wire::path::USAGE as USAGE_PATH;
-
 /// A stable, opaque tenant id: the header's value hashed, so that API keys never reach
 /// Redis keys or logs. Requests without the header share `anonymous`.
 pub fn tenant_id(header_value: Option<&str>) -> String {

@@ -63,8 +63,8 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
     let pools = shared::placed_pools(config, options)?;
     let mut documents = shared::services(&pools, &options.namespace);
     documents.push(shared::http_route(config, &pools, options));
-    documents.push(extension_policy(config, options));
-    documents.push(patch_policy(config, &pools, options));
+    documents.push(extension_policy(config, options)?);
+    documents.push(patch_policy(config, &pools, options)?);
     documents.push(envoy_proxy(options)?);
     let pod_labels = gateway_pod_labels(options);
     documents.push(shared::control_service(config, options, &pod_labels));
@@ -72,12 +72,12 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
     Ok(documents)
 }
 
-fn extension_policy(config: &InfergateConfig, options: &KubernetesOptions) -> Value {
+fn extension_policy(config: &InfergateConfig, options: &KubernetesOptions) -> Result<Value, RenderError> {
     let code = match &options.wasm.image {
         Some(image) => json!({"type": "Image", "image": {"url": image}}),
         None => json!({"type": "HTTP", "http": {"url": options.wasm.url, "sha256": options.wasm.sha256}}),
     };
-    json!({
+    Ok(json!({
         "apiVersion": API_VERSION,
         "kind": "EnvoyExtensionPolicy",
         "metadata": {"name": POLICY_NAME, "namespace": options.namespace},
@@ -87,13 +87,13 @@ fn extension_policy(config: &InfergateConfig, options: &KubernetesOptions) -> Va
                 "name": ROUTER_PLUGIN,
                 "rootID": "router",
                 "code": code,
-                "config": shared::router_configuration(config),
+                "config": shared::router_configuration(config)?,
                 "env": {"hostKeys": [options.token_env]},
                 // A VM that cannot start must not let requests through unrouted.
                 "failOpen": false,
             }],
         },
-    })
+    }))
 }
 
 fn patch(kind: &str, name: &str, operation: Value) -> Value {
@@ -104,10 +104,14 @@ fn patch(kind: &str, name: &str, operation: Value) -> Value {
 /// names, with `jsonPath` selecting our filter wherever it sits in the chain.
 pub fn xds_patches(config: &InfergateConfig, options: &KubernetesOptions) -> Result<Vec<Value>, RenderError> {
     let pools = shared::placed_pools(config, options)?;
-    Ok(xds_patches_for(config, &pools, options))
+    xds_patches_for(config, &pools, options)
 }
 
-fn xds_patches_for(config: &InfergateConfig, pools: &[PlacedPool], options: &KubernetesOptions) -> Vec<Value> {
+fn xds_patches_for(
+    config: &InfergateConfig,
+    pools: &[PlacedPool],
+    options: &KubernetesOptions,
+) -> Result<Vec<Value>, RenderError> {
     let listener = listener_name(options);
     let router = format!("$..http_filters[?(@.name=='{}')]", router_filter_name(options));
     let mut patches = vec![
@@ -130,7 +134,7 @@ fn xds_patches_for(config: &InfergateConfig, pools: &[PlacedPool], options: &Kub
         patch(
             LISTENER_TYPE,
             CONTROL_LISTENER,
-            json!({"op": "add", "path": "", "value": shared::control_listener(config, options)}),
+            json!({"op": "add", "path": "", "value": shared::control_listener(config, options)?}),
         ),
     ];
     patches.extend(pools.iter().enumerate().map(|(index, _)| {
@@ -140,26 +144,30 @@ fn xds_patches_for(config: &InfergateConfig, pools: &[PlacedPool], options: &Kub
             json!({"op": "add", "path": "/load_balancing_policy", "value": shared::override_host_policy()}),
         )
     }));
-    patches
+    Ok(patches)
 }
 
-fn patch_policy(config: &InfergateConfig, pools: &[PlacedPool], options: &KubernetesOptions) -> Value {
-    json!({
+fn patch_policy(
+    config: &InfergateConfig,
+    pools: &[PlacedPool],
+    options: &KubernetesOptions,
+) -> Result<Value, RenderError> {
+    Ok(json!({
         "apiVersion": API_VERSION,
         "kind": "EnvoyPatchPolicy",
         "metadata": {"name": POLICY_NAME, "namespace": options.gateway.namespace},
         "spec": {
             "targetRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": options.gateway.name},
             "type": "JSONPatch",
-            "jsonPatches": xds_patches_for(config, pools, options),
+            "jsonPatches": xds_patches_for(config, pools, options)?,
         },
-    })
+    }))
 }
 
 /// The bootstrap patches for the `EnvoyProxy`, as RFC 6902 operations.
 pub fn bootstrap_patches(options: &KubernetesOptions) -> Result<Vec<Value>, RenderError> {
     Ok(vec![
-        json!({"op": "add", "path": "/bootstrap_extensions", "value": [shared::singleton(options)]}),
+        json!({"op": "add", "path": "/bootstrap_extensions", "value": [shared::singleton(options)?]}),
         json!({"op": "add", "path": "/static_resources/clusters/-", "value": shared::wasm_source_cluster(&options.wasm)?}),
     ])
 }

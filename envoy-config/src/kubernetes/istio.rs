@@ -89,7 +89,7 @@ fn config_patches_for(
             "applyTo": "EXTENSION_CONFIG",
             "patch": {"operation": "ADD", "value": {
                 "name": ROUTER_EXTENSION,
-                "typed_config": wasm::router_typed_config(config, &remote),
+                "typed_config": wasm::router_typed_config(config, &remote)?,
             }},
         }),
         json!({
@@ -111,12 +111,12 @@ fn config_patches_for(
         json!({
             "applyTo": "LISTENER",
             "match": {"context": "GATEWAY"},
-            "patch": {"operation": "ADD", "value": shared::control_listener(config, options)},
+            "patch": {"operation": "ADD", "value": shared::control_listener(config, options)?},
         }),
         json!({
             "applyTo": "BOOTSTRAP",
             "patch": {"operation": "MERGE", "value": {
-                "bootstrap_extensions": [shared::singleton(options)],
+                "bootstrap_extensions": [shared::singleton(options)?],
                 "static_resources": {"clusters": [shared::wasm_source_cluster(&options.wasm)?]},
             }},
         }),

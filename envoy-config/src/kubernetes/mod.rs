@@ -10,7 +10,7 @@ use std::fmt;
 
 pub use shared::{CONTROL_LISTENER, CONTROL_SERVICE, WASM_SOURCE_CLUSTER, pool_service_name};
 
-use crate::{DEFAULT_TOKEN_ENV, WasmRuntime};
+use crate::{DEFAULT_TOKEN_ENV, PluginConfigError, WasmRuntime};
 
 /// The Gateway API `Gateway` whose listener carries the OpenAI endpoint.
 #[derive(Debug, Clone)]
@@ -86,6 +86,8 @@ pub enum RenderError {
     BadSha256 {
         sha256: String,
     },
+    /// A role's plugin configuration could not be written as JSON.
+    PluginConfig(PluginConfigError),
 }
 
 impl fmt::Display for RenderError {
@@ -105,11 +107,18 @@ impl fmt::Display for RenderError {
             RenderError::BadSha256 { sha256 } => {
                 write!(f, "wasm SHA-256 {sha256:?} is not 64 lowercase hex digits")
             }
+            RenderError::PluginConfig(error) => error.fmt(f),
         }
     }
 }
 
 impl std::error::Error for RenderError {}
+
+impl From<PluginConfigError> for RenderError {
+    fn from(error: PluginConfigError) -> Self {
+        RenderError::PluginConfig(error)
+    }
+}
 
 /// Several manifests as one multi-document YAML file.
 pub fn to_yaml_documents(header: &str, documents: &[serde_json::Value]) -> Result<String, String> {

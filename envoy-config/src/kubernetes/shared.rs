@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{KubernetesOptions, RenderError, WasmSource};
 use crate::listeners::POOL_HEADER;
-use crate::{RenderOptions, UpstreamPolicy, WasmCode, listeners, wasm};
+use crate::{PluginConfigError, RenderOptions, UpstreamPolicy, WasmCode, listeners, wasm};
 
 /// The static cluster the singleton and the control filter fetch the module through.
 pub const WASM_SOURCE_CLUSTER: &str = "infergate_wasm";
@@ -177,21 +177,23 @@ pub(crate) fn remote_options(options: &KubernetesOptions) -> RenderOptions {
 
 /// The control listener on every interface at the configured port: the agent runs in
 /// another pod. The token guards it, and the NetworkPolicy we ship limits who can connect.
-pub(crate) fn control_listener(config: &InfergateConfig, options: &KubernetesOptions) -> Value {
+pub(crate) fn control_listener(config: &InfergateConfig, options: &KubernetesOptions) -> Result<Value, RenderError> {
     let mut placed = config.clone();
     placed.gateway.control = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), config.gateway.control.port());
-    let mut listener = listeners::control(&placed.gateway, &remote_options(options));
+    let mut listener = listeners::control(&placed.gateway, &remote_options(options))?;
     listener["name"] = json!(CONTROL_LISTENER);
-    listener
+    Ok(listener)
 }
 
-pub(crate) fn singleton(options: &KubernetesOptions) -> Value {
-    wasm::singleton(&remote_options(options))
+pub(crate) fn singleton(options: &KubernetesOptions) -> Result<Value, RenderError> {
+    Ok(wasm::singleton(&remote_options(options))?)
 }
 
 /// The router's plugin configuration as JSON, as the platforms' wasm APIs carry it.
-pub(crate) fn router_configuration(config: &InfergateConfig) -> Value {
-    serde_json::to_value(wasm::router_role(config, false)).unwrap_or(Value::Null)
+pub(crate) fn router_configuration(config: &InfergateConfig) -> Result<Value, RenderError> {
+    serde_json::to_value(wasm::router_role(config, false)).map_err(|e| {
+        RenderError::PluginConfig(PluginConfigError { plugin: "infergate-router".to_string(), reason: e.to_string() })
+    })
 }
 
 /// Each pool's cluster sends requests to the pods the filter ranked.
