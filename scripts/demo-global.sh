@@ -15,15 +15,6 @@ new_token "$RUN/token"
 TOKEN=$(cat "$RUN/token")
 WASM=target/wasm32-wasip1/wasm/infergate_filter.wasm
 
-wait_ready() {
-  for _ in $(seq 1 100); do
-    curl -fs "http://$1/ready" > /dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "Envoy at $1 did not start; see $RUN/*.log" >&2
-  exit 1
-}
-
 redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no > "$RUN/redis.log" 2>&1 &
 pids+=($!)
 ./target/debug/model-sim --pods 2 --base-port 8001 > "$RUN/sim-east.log" 2>&1 &
@@ -53,6 +44,8 @@ pids+=($!)
 ./target/debug/metrics-agent run -c examples/global/west.yaml --token-file "$RUN/token" --listen 127.0.0.1:9923 \
   --cluster west --summary-to http://127.0.0.1:9912 > /dev/null 2> "$RUN/agent-west.log" &
 pids+=($!)
+# A key of its own, so that this request is not charged to the one the examples use.
+await_first_answer 127.0.0.1:8090 meta-llama/Llama-3.1-8B-Instruct -H 'authorization: Bearer demo-first-answer'
 
 cat <<MSG
 
@@ -77,3 +70,4 @@ MSG
 
 wait -n "${pids[@]}" || true
 echo "a component exited; see $RUN/*.log" >&2
+exit 1

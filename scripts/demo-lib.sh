@@ -1,6 +1,11 @@
 # Shared by the demo scripts (sourced): Envoy from the project's venv, a fresh control
-# token, and stopping every started process on Ctrl-C or exit.
+# token, the first answer through a gateway, and stopping every started process on
+# Ctrl-C or exit.
 # shellcheck shell=bash
+
+# When the run started, for "answering after N s": when `make` started
+# (INFERGATE_DEMO_START, set by the Makefile), or now.
+demo_start=${INFERGATE_DEMO_START:-$(date +%s)}
 
 # Sets ENVOY to the venv's Envoy binary, or exits with what to run.
 find_envoy() {
@@ -9,7 +14,7 @@ find_envoy() {
   shopt -u nullglob
   ENVOY=${envoys[0]:-}
   if [[ -z "$ENVOY" ]]; then
-    echo "Envoy is not installed in .venv; run 'make setup'." >&2
+    echo "Envoy is not installed in .venv; run 'make envoy' (make demo does)." >&2
     exit 1
   fi
 }
@@ -21,15 +26,50 @@ new_token() {
   umask 022
 }
 
-# Processes to stop; add each with `pids+=($!)`.
+# Waits up to 30 s for the Envoy admin at $1 (host:port) to be ready, or exits with
+# the end of its log $2 if given.
+wait_ready() {
+  for _ in $(seq 1 300); do
+    curl -fs "http://$1/ready" > /dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "Envoy at $1 did not start in 30 s; see $RUN/*.log" >&2
+  [[ -z "${2:-}" ]] || tail -20 "$2" >&2
+  exit 1
+}
+
+# Sends a one-token chat completion for model $2 to the gateway at $1 (host:port), with
+# any further arguments given to curl, until one is answered with 200 (up to 30 s), then
+# says how long that took from the start; exits if none is.
+await_first_answer() {
+  local gateway=$1 model=$2 status=000
+  shift 2
+  for _ in $(seq 1 300); do
+    status=$(curl -s -o /dev/null -w '%{http_code}' "http://$gateway/v1/chat/completions" "$@" \
+      -H 'content-type: application/json' \
+      -d "{\"model\":\"$model\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":1}") || true
+    if [[ "$status" == 200 ]]; then
+      echo "gateway answering after $(($(date +%s) - demo_start)) s"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "the gateway at $gateway did not answer a request in 30 s (last status $status); see $RUN/*.log" >&2
+  exit 1
+}
+
+# Processes to stop; add each with `pids+=($!)`. Ctrl-C is a normal end; otherwise the
+# script's own exit status is kept, so that make reports a demo that failed to start.
 pids=()
 stop() {
+  local status=$1
   trap - INT TERM EXIT
   echo
   echo "stopping: ${pids[*]}"
   kill "${pids[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
   echo "stopped."
-  exit 0
+  exit "$status"
 }
-trap stop INT TERM EXIT
+trap 'stop 0' INT TERM
+trap 'stop $?' EXIT

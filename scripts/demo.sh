@@ -21,14 +21,11 @@ INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --conc
   > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
 pids+=($!)
 
-for _ in $(seq 1 100); do
-  curl -fs http://127.0.0.1:9901/ready > /dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -fs http://127.0.0.1:9901/ready > /dev/null || { echo "Envoy did not start; see $RUN/envoy.log" >&2; tail -20 "$RUN/envoy.log" >&2; exit 1; }
+wait_ready 127.0.0.1:9901 "$RUN/envoy.log"
 
 ./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" > /dev/null 2> "$RUN/agent.log" &
 pids+=($!)
+await_first_answer 127.0.0.1:8080 meta-llama/Llama-3.1-8B-Instruct
 
 cat <<MSG
 
@@ -54,3 +51,4 @@ MSG
 
 wait -n "${pids[@]}" || true
 echo "a component exited; see $RUN/*.log" >&2
+exit 1
