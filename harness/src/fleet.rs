@@ -67,6 +67,13 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// Pods this harness did not start (real engines): only their addresses.
+    pub fn external(pods: Vec<SocketAddr>) -> Self {
+        Self { pods, stop: Arc::new(Notify::new()) }
+    }
+}
+
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop.notify_waiters();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
-    AgentSettings, Criticality, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
+    AgentSettings, Criticality, Engine, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
@@ -90,6 +90,9 @@ pub struct StackSpec {
     pub hot_restart: bool,
     /// Envoy's bootstrap from this instead of `infergate-envoy-config`'s plain render.
     pub bootstrap: Option<BootstrapWriter>,
+    /// Pods started elsewhere (real engines) instead of the simulated fleet: their
+    /// engine and addresses, in pool order.
+    pub external_pods: Option<(Engine, Vec<SocketAddr>)>,
 }
 
 impl Default for StackSpec {
@@ -110,6 +113,7 @@ impl Default for StackSpec {
             request_timeout_ms: 30_000,
             hot_restart: false,
             bootstrap: None,
+            external_pods: None,
         }
     }
 }
@@ -156,7 +160,9 @@ impl Stack {
     pub async fn start(spec: StackSpec) -> Stack {
         let total: usize = spec.pools.iter().map(|(_, n)| n).sum();
         let adapters: Vec<String> = spec.models.iter().filter_map(|m| m.adapter.clone()).collect();
-        let fleet = if spec.instant_pods {
+        let fleet = if let Some((_, pods)) = &spec.external_pods {
+            Fleet::external(pods.clone())
+        } else if spec.instant_pods {
             Fleet::start_instant(total).await
         } else {
             Fleet::start(total, spec.profile, spec.time_scale, &adapters).await
@@ -167,7 +173,7 @@ impl Stack {
             .iter()
             .map(|&(name, count)| PoolConfig {
                 name: name.to_string(),
-                engine: Default::default(),
+                engine: spec.external_pods.as_ref().map(|(engine, _)| *engine).unwrap_or_default(),
                 endpoints: pods.by_ref().take(count).map(Endpoint::new).collect(),
                 discovery: None,
                 profile: None,
