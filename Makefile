@@ -13,8 +13,8 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
-  test test-fast test-core-wasm lint fmt demo demo-global demo-envoy demo-filter demo-bins \
-  kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath clean
+  test test-fast test-core-wasm test-vllm vllm lint fmt demo demo-global demo-vllm demo-envoy demo-filter \
+  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath clean
 
 help: ## this list
 	@echo "make TARGET, where TARGET is one of:"
@@ -60,7 +60,13 @@ wasm: rust-targets binaryen ## build the filter, $(WASM), then wasm-opt -O3
 build: ## the native crates (debug)
 	cargo build --locked
 
-test: setup wasm build ## run every test: unit, config validation and end to end in real Envoy
+# Real vLLM pods for the real-engine tests and make demo-vllm: a venv (.venv-vllm), the
+# model and a LoRA adapter (.cache/models/); engines/vllm/README.md says how and why.
+# The script is idempotent: 0.1 s once done.
+vllm: ## install real vLLM for CPU and its test model (engines/vllm/setup.sh; ~3-5 min and 6.4 GB the first time)
+	engines/vllm/setup.sh
+
+test: setup wasm build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
 	scripts/fuzz.sh 30
@@ -87,6 +93,9 @@ test-fast: ## unit and offline tests of every crate, core also under Node: no En
 	cargo test --locked --no-fail-fast --workspace --exclude infergate-e2e --lib --bins \
 	  $(foreach test,$(FAST_TESTS),--test $(basename $(notdir $(test)))) -- $(SHELLCHECK_SKIP)
 	$(MAKE) --no-print-directory test-core-wasm
+
+test-vllm: setup wasm build vllm ## only the real-engine end-to-end tests
+	cargo test --locked -p infergate-e2e --test real_engines -- --nocapture
 
 test-core-wasm: rust-targets node ## core's unit tests compiled to wasm32-wasip1, run under Node
 	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-runner.mjs" \
@@ -135,6 +144,16 @@ demo-global: ## tier 2: a global router (with Redis rate limits) in front of two
 	@echo "[4/4] starting Redis, two simulated clusters with their gateways and agents, and the global router…"
 	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo-global.sh
 
+# vLLM's setup runs beside the builds, its output in .run/vllm-setup.log (first time:
+# minutes and 6.4 GB of downloads; then 0.1 s). Unlike model-sim, a pod takes 30-70 s
+# to start: the script says how far they are.
+demo-vllm: ## the gateway in front of two real vLLM pods (CPU) serving SmolLM2, with the agent
+	@$(DEMO_STEPS_1_2)
+	@echo "[3/4] building infergate-envoy-config and metrics-agent; engines/vllm/setup.sh for vLLM and SmolLM2 (the first time 3-5 min and 6.4 GB; its log: .run/vllm-setup.log); steps 1 to 3 run side by side…"
+	@+$(DEMO_PREPARE) demo-vllm-setup DEMO_BINS='-p infergate-envoy-config --bin infergate-envoy-config -p infergate-metrics-agent --bin metrics-agent'
+	@echo "[4/4] starting two vLLM pods (30-70 s), then Envoy and the metrics agent…"
+	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo-vllm.sh
+
 # The demos' steps; each says when it is done, as they run side by side.
 demo-envoy:
 	@$(MAKE) -s --no-print-directory envoy$(if $(wildcard $(ENVOY_STAMP)),, && echo "[1/4] Envoy $(ENVOY_VERSION) installed")
@@ -150,6 +169,12 @@ demo-filter: rust-targets
 
 demo-bins:
 	@$(DEMO_BUILD) $(DEMO_BINS)
+
+demo-vllm-setup:
+	@mkdir -p .run; start=$$(date +%s); \
+	  engines/vllm/setup.sh > .run/vllm-setup.log 2>&1 || \
+	  { tail -30 .run/vllm-setup.log; echo "engines/vllm/setup.sh failed; see .run/vllm-setup.log" >&2; exit 1; }; \
+	  echo "[3/4] vLLM and SmolLM2 ready; engines/vllm/setup.sh took $$(($$(date +%s) - start)) s"
 
 # Not run in CI (no Docker or Kubernetes there); kind-test's tests validate what it applies.
 kind-demo: rust-targets ## on a machine with docker, kind, kubectl and helm: Envoy Gateway + infergate in kind
