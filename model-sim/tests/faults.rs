@@ -94,3 +94,18 @@ async fn a_prompt_longer_than_the_kv_cache_is_refused_not_queued_forever() {
     // A prompt that fits is still served.
     assert_eq!(chat(&client, &base).await.unwrap().status(), 200);
 }
+
+/// Real engines answer with random ids; two simulated pods must not both say
+/// `chatcmpl-1`, or a client that keys on ids mixes their answers up.
+#[tokio::test]
+async fn two_pods_never_answer_with_the_same_completion_id() {
+    let (first, client) = start_pod().await;
+    let (second, _) = start_pod().await;
+    let mut ids = std::collections::HashSet::new();
+    for base in [&first, &second, &first, &second] {
+        let body: serde_json::Value = chat(&client, base).await.unwrap().json().await.unwrap();
+        let id = body["id"].as_str().unwrap().to_string();
+        assert!(id.starts_with("chatcmpl-"), "{id}");
+        assert!(ids.insert(id.clone()), "{id} answered twice");
+    }
+}

@@ -168,12 +168,12 @@ async fn whole(
     let id = pod.next_id();
     let body = match flavor {
         Flavor::Chat => json!({
-            "id": format!("chatcmpl-{id}"), "object": "chat.completion", "created": unix_s(), "model": request.model,
+            "id": format!("chatcmpl-{id:x}"), "object": "chat.completion", "created": unix_s(), "model": request.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
             "usage": usage,
         }),
         Flavor::Completion => json!({
-            "id": format!("cmpl-{id}"), "object": "text_completion", "created": unix_s(), "model": request.model,
+            "id": format!("cmpl-{id:x}"), "object": "text_completion", "created": unix_s(), "model": request.model,
             "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
             "usage": usage,
         }),
@@ -240,11 +240,11 @@ fn chunk(flavor: Flavor, id: u64, model: &str, text: &str, last: bool) -> Value 
     let finish = if last { json!("length") } else { Value::Null };
     match flavor {
         Flavor::Chat => json!({
-            "id": format!("chatcmpl-{id}"), "object": "chat.completion.chunk", "created": unix_s(), "model": model,
+            "id": format!("chatcmpl-{id:x}"), "object": "chat.completion.chunk", "created": unix_s(), "model": model,
             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}],
         }),
         Flavor::Completion => json!({
-            "id": format!("cmpl-{id}"), "object": "text_completion", "created": unix_s(), "model": model,
+            "id": format!("cmpl-{id:x}"), "object": "text_completion", "created": unix_s(), "model": model,
             "choices": [{"index": 0, "text": text, "finish_reason": finish}],
         }),
     }

@@ -80,7 +80,7 @@ impl Pod {
             rng: Mutex::new(fastrand::Rng::with_seed(spec.seed ^ u64::from(spec.address.port()))),
             shutdown: Notify::new(),
             killed: std::sync::atomic::AtomicBool::new(false),
-            ids: AtomicU64::new(0),
+            ids: AtomicU64::new(first_id(spec.address)),
             spec,
         })
     }
@@ -111,6 +111,7 @@ impl Pod {
         if self.spec.models.is_empty() { vec!["model-sim".to_string()] } else { self.spec.models.clone() }
     }
 
+    /// A completion id, unique across pods as real engines' random ids are.
     pub fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
@@ -245,4 +246,12 @@ pub async fn serve(pod: Arc<Pod>, listener: TcpListener, stop: Arc<Notify>) -> s
             }
         })
         .await
+}
+
+/// Where a pod's completion ids start: from the clock and the pod's port, so that two
+/// pods (in one process or not) never answer with the same id. The fault seed stays
+/// untouched: ids are not part of any replayed behaviour.
+fn first_id(address: std::net::SocketAddr) -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    fastrand::Rng::with_seed(nanos ^ (u64::from(address.port()) << 48)).u64(1 << 40..1 << 56)
 }
