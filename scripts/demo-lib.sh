@@ -58,6 +58,18 @@ await_first_answer() {
   exit 1
 }
 
+# Starts Envoy from $RUN/envoy.yaml (admin on 127.0.0.1:9901) and the metrics agent on
+# $CONFIG, then waits until the gateway on 127.0.0.1:8080 answers a request for model $1.
+start_gateway() {
+  INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --concurrency 2 --log-level warn \
+    > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
+  pids+=($!)
+  wait_ready 127.0.0.1:9901 "$RUN/envoy.log"
+  ./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" > /dev/null 2> "$RUN/agent.log" &
+  pids+=($!)
+  await_first_answer 127.0.0.1:8080 "$1"
+}
+
 # Processes to stop; add each with `pids+=($!)`. Ctrl-C is a normal end; otherwise the
 # script's own exit status is kept, so that make reports a demo that failed to start.
 pids=()

@@ -93,14 +93,7 @@ while ((${#ready[@]} < ${#PODS[@]})); do
   sleep 1
 done
 
-INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --concurrency 2 --log-level warn \
-  > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
-pids+=($!)
-wait_ready 127.0.0.1:9901 "$RUN/envoy.log"
-
-./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" > /dev/null 2> "$RUN/agent.log" &
-pids+=($!)
-await_first_answer 127.0.0.1:8080 smollm2
+start_gateway smollm2
 
 cat <<MSG
 

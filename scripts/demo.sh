@@ -17,15 +17,7 @@ new_token "$RUN/token"
 
 ./target/debug/model-sim --pods 4 --base-port 8001 --lora-adapters sql-lora --time-scale "${SIM_TIME_SCALE:-1}" > "$RUN/model-sim.log" 2>&1 &
 pids+=($!)
-INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --concurrency 2 --log-level warn \
-  > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
-pids+=($!)
-
-wait_ready 127.0.0.1:9901 "$RUN/envoy.log"
-
-./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" > /dev/null 2> "$RUN/agent.log" &
-pids+=($!)
-await_first_answer 127.0.0.1:8080 meta-llama/Llama-3.1-8B-Instruct
+start_gateway meta-llama/Llama-3.1-8B-Instruct
 
 cat <<MSG
 
