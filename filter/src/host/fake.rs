@@ -230,7 +230,7 @@ impl Worker {
             Some(Some(root)) => root.new_stream(),
             _ => Box::new(super::events::PassThrough),
         };
-        Stream { host: Rc::clone(&self.host), events, state: StreamState::default(), flow: None, response_flow: None }
+        Stream { host: Rc::clone(&self.host), events, state: StreamState::default(), response_flow: None }
     }
 
     /// The plugin is torn down (a changed config, a new module); its queues stay.
@@ -286,8 +286,6 @@ pub struct Stream {
     host: Rc<FakeHost>,
     events: Box<dyn StreamEvents>,
     state: StreamState,
-    /// What the last request callback answered.
-    flow: Option<Flow>,
     /// What the last response body callback answered.
     response_flow: Option<Flow>,
 }
@@ -322,7 +320,6 @@ impl Stream {
             let last = i + 1 == chunks.len();
             flow = self.run(|events| events.on_request_body(buffered, last));
         }
-        self.flow = Some(flow);
         flow
     }
 
