@@ -39,9 +39,9 @@ fn snapshot(pods: usize) -> Snapshot {
                         endpoint(i),
                         1_000_000,
                         PodSignals {
-                            waiting: (i % 7) as f64,
-                            running: (i % 13) as f64,
-                            kv_cache_usage: (i % 10) as f64 / 10.0,
+                            waiting: Some((i % 7) as f64),
+                            running: Some((i % 13) as f64),
+                            kv_cache_usage: Some((i % 10) as f64 / 10.0),
                             ..PodSignals::default()
                         },
                     )

@@ -47,6 +47,7 @@ impl FleetConfig {
             settings: RoutingSettings::default(),
             pools: vec![PoolConfig {
                 name: POOL.into(),
+                metrics_path: None,
                 engine: EngineKind::Vllm,
                 endpoints: endpoints.clone(),
                 discovery: None,

@@ -19,9 +19,9 @@ fn fleet(pods: usize) -> Snapshot {
             address(i),
             1_000,
             PodSignals {
-                waiting: (i % 5) as f64,
-                running: (i % 9) as f64,
-                kv_cache_usage: (i % 10) as f64 / 10.0,
+                waiting: Some((i % 5) as f64),
+                running: Some((i % 9) as f64),
+                kv_cache_usage: Some((i % 10) as f64 / 10.0),
                 running_adapters: vec![format!("lora-{}", i % 4)],
                 max_loras: Some(4),
                 ..PodSignals::default()

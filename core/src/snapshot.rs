@@ -12,7 +12,10 @@ use crate::config::RoutingConfig;
 use crate::endpoint::Endpoint;
 
 /// Bumped on any change a reader of the previous version would misread.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// Version 3: `waiting`, `running` and `kv_cache_usage` became optional (unknown when
+/// the engine's release does not export them); a version-2 reader would take an absent
+/// value for a decode error.
+pub const SNAPSHOT_VERSION: u32 = 3;
 /// Largest snapshot the control listener accepts.
 pub const MAX_SNAPSHOT_BYTES: usize = 4 * 1024 * 1024;
 const MAX_PODS_PER_POOL: usize = 4096;
@@ -53,15 +56,22 @@ impl PodState {
     }
 }
 
-/// An engine's metrics, normalized across engines.
+/// An engine's metrics, normalized across engines. A signal the engine's release does
+/// not export is `None`: unknown, which the router fills from its own in-flight counts,
+/// never zero.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodSignals {
     /// Requests waiting for admission (vLLM `num_requests_waiting`).
-    pub waiting: f64,
+    #[serde(default)]
+    pub waiting: Option<f64>,
     /// Requests in the running batch.
-    pub running: f64,
+    #[serde(default)]
+    pub running: Option<f64>,
     /// KV-cache use, 0..=1.
-    pub kv_cache_usage: f64,
+    #[serde(default)]
+    pub kv_cache_usage: Option<f64>,
+    /// Adapters of running requests. With `max_loras` absent, the engine does not
+    /// report adapters at all and empty lists mean unknown, not "none loaded".
     #[serde(default)]
     pub running_adapters: Vec<String>,
     #[serde(default)]
@@ -161,7 +171,7 @@ impl Snapshot {
             }
             for pod in &pool.pods {
                 if let Some(s) = &pod.signals {
-                    let sane = |v: f64| v.is_finite() && v >= 0.0;
+                    let sane = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
                     if !(sane(s.waiting) && sane(s.running) && sane(s.kv_cache_usage)) {
                         return Err(SnapshotError::BadSignal { address: pod.address });
                     }
@@ -194,9 +204,9 @@ mod tests {
                     ready: true,
                     scraped_at_ms: Some(1_700_000_000_000),
                     signals: Some(PodSignals {
-                        waiting: 2.0,
-                        running: 3.0,
-                        kv_cache_usage: 0.5,
+                        waiting: Some(2.0),
+                        running: Some(3.0),
+                        kv_cache_usage: Some(0.5),
                         running_adapters: vec!["sql-lora".into()],
                         ..Default::default()
                     }),
@@ -229,7 +239,7 @@ mod tests {
     #[test]
     fn non_finite_signals_are_refused() {
         let mut snapshot = sample();
-        snapshot.pools[0].pods[0].signals.as_mut().unwrap().kv_cache_usage = f64::NAN;
+        snapshot.pools[0].pods[0].signals.as_mut().unwrap().kv_cache_usage = Some(f64::NAN);
         assert!(matches!(Snapshot::decode(&snapshot.encode().unwrap()), Err(SnapshotError::BadSignal { .. })));
     }
 

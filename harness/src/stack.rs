@@ -173,6 +173,7 @@ impl Stack {
             .iter()
             .map(|&(name, count)| PoolConfig {
                 name: name.to_string(),
+                metrics_path: None,
                 engine: spec.external_pods.as_ref().map(|(engine, _)| *engine).unwrap_or_default(),
                 endpoints: pods.by_ref().take(count).map(Endpoint::new).collect(),
                 discovery: None,
@@ -480,9 +481,9 @@ impl Stack {
                             address,
                             now,
                             PodSignals {
-                                waiting: if idle { 0.0 } else { 1000.0 },
-                                running: if idle { 0.0 } else { 256.0 },
-                                kv_cache_usage: if idle { 0.0 } else { 0.99 },
+                                waiting: Some(if idle { 0.0 } else { 1000.0 }),
+                                running: Some(if idle { 0.0 } else { 256.0 }),
+                                kv_cache_usage: Some(if idle { 0.0 } else { 0.99 }),
                                 ..PodSignals::default()
                             },
                         )

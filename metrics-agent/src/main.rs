@@ -152,9 +152,15 @@ async fn parse(args: ParseArgs) -> Result<(), String> {
     } else {
         std::fs::read_to_string(&args.source).map_err(|e| format!("cannot read {}: {e}", args.source))?
     };
-    let signals = engines::signals(args.engine.into(), &text).map_err(|e| e.to_string())?;
-    let json = serde_json::to_string_pretty(&signals).map_err(|e| e.to_string())?;
+    let scraped = engines::scrape(args.engine.into(), &text).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(&scraped.signals).map_err(|e| e.to_string())?;
     println!("{json}");
+    if !scraped.unknown.is_empty() {
+        eprintln!(
+            "unknown (null above; the router estimates them from its in-flight counts): {}",
+            scraped.unknown.join(", ")
+        );
+    }
     Ok(())
 }
 

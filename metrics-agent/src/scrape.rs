@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::join_all;
 use infergate_core::Endpoint;
-use infergate_core::config::{Engine, InfergateConfig};
+use infergate_core::config::{Engine, InfergateConfig, PoolConfig};
 
 use infergate_core::snapshot::{PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 use infergate_signals::engines::{self, Scraped};
@@ -22,12 +22,22 @@ pub enum ScrapeError {
     Unreachable(String),
     #[error("timed out after {0:?}")]
     Timeout(Duration),
-    #[error("HTTP status {0}")]
+    #[error("HTTP status {0}{hint}", hint = status_hint(*.0))]
     Status(u16),
     #[error("{0}")]
     Other(String),
     #[error(transparent)]
     Signals(#[from] engines::SignalsError),
+}
+
+/// What an engine means by a status on its metrics path, where it is known.
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        404 => "; the pod serves no metrics at this path: set the pool's `metrics_path`",
+        501 => "; llama.cpp answers 501 when llama-server was started without --metrics",
+        400 => "; llama.cpp in router mode answers 400 without ?model= in the metrics path",
+        _ => "",
+    }
 }
 
 pub fn unix_ms() -> u64 {
@@ -57,10 +67,10 @@ fn classify(error: &reqwest::Error, timeout: Duration) -> ScrapeError {
 async fn scrape_pod(
     client: &reqwest::Client,
     endpoint: Endpoint,
-    engine: Engine,
+    (engine, path): (Engine, &str),
     timeout: Duration,
 ) -> Result<(Scraped, u64), ScrapeError> {
-    let text = fetch_metrics(client, &format!("http://{endpoint}/metrics"), timeout).await?;
+    let text = fetch_metrics(client, &format!("http://{endpoint}{path}"), timeout).await?;
     let fingerprint = xxhash_rust::xxh64::xxh64(text.as_bytes(), 0);
     Ok((engines::scrape(engine, &text)?, fingerprint))
 }
@@ -85,6 +95,8 @@ pub struct FleetScraper {
     /// A fingerprint of each pod's last scrape text, since when it has read exactly so,
     /// and whether that was reported as frozen.
     unchanged: HashMap<Endpoint, (u64, u64, bool)>,
+    /// The series each pod's engine did not report in its last scrape, once warned about.
+    unknown: HashMap<Endpoint, Vec<&'static str>>,
     /// Pods whose scrape failed in the last round (pods left alone in backoff are not).
     failed_last_round: Vec<Endpoint>,
     sequence: u64,
@@ -100,6 +112,7 @@ impl FleetScraper {
             learners: HashMap::new(),
             failing: HashMap::new(),
             unchanged: HashMap::new(),
+            unknown: HashMap::new(),
             failed_last_round: Vec::new(),
             // Start from the clock so that a restarted agent's sequence keeps rising.
             sequence: unix_ms(),
@@ -127,6 +140,7 @@ impl FleetScraper {
             self.learners.retain(|e, _| present.contains(e));
             self.failing.retain(|e, _| present.contains(e));
             self.unchanged.retain(|e, _| present.contains(e));
+            self.unknown.retain(|e, _| present.contains(e));
         }
         changed
     }
@@ -150,9 +164,10 @@ impl FleetScraper {
         let client = &self.client;
         let failing = &self.failing;
         let results = join_all(self.targets.iter().map(|target| async move {
+            let path = config.pools.get(target.pool_index).map_or("/metrics", PoolConfig::metrics_path);
             match failing.get(&target.endpoint) {
                 Some(failure) if failure.retry_at_ms > started => None,
-                _ => Some(scrape_pod(client, target.endpoint, target.engine, timeout).await),
+                _ => Some(scrape_pod(client, target.endpoint, (target.engine, path), timeout).await),
             }
         }))
         .await;
@@ -186,7 +201,8 @@ impl FleetScraper {
         let state = match result {
             Ok((scraped, fingerprint)) => {
                 let measured_at = self.measured_at(endpoint, &scraped, fingerprint, now);
-                let Scraped { mut signals, counters } = scraped;
+                self.report_unknown(endpoint, &scraped.unknown);
+                let Scraped { mut signals, counters, .. } = scraped;
                 let learner = self.learners.entry(endpoint).or_default();
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
@@ -227,13 +243,36 @@ impl FleetScraper {
 }
 
 impl FleetScraper {
+    /// Says once per pod, and again when it changes, which load signals its engine does
+    /// not report: the router estimates them from its in-flight counts.
+    fn report_unknown(&mut self, endpoint: Endpoint, unknown: &[&'static str]) {
+        let known_before = self.unknown.get(&endpoint).is_some_and(|before| before.as_slice() == unknown);
+        if known_before {
+            return;
+        }
+        if unknown.is_empty() {
+            if self.unknown.remove(&endpoint).is_some() {
+                tracing::info!(pod = %endpoint, "the pod now reports every load signal");
+            }
+        } else {
+            tracing::warn!(
+                pod = %endpoint,
+                missing = %unknown.join(", "),
+                "the pod's metrics lack these series (its engine release does not export them, or has not set them yet): \
+                 the router treats them as unknown and estimates them from the gateway's in-flight counts"
+            );
+            self.unknown.insert(endpoint, unknown.to_vec());
+        }
+    }
+
     /// When the pod's figures were last seen to move. A pod with requests running or
     /// waiting advances its counters and histograms at every engine step, so a busy pod
     /// whose scrape text is byte for byte the same as before is reporting frozen figures
     /// (a stuck engine loop behind a live HTTP server, a caching proxy): its signals keep
     /// the age of the last change and go stale. An idle pod legitimately reads the same.
     fn measured_at(&mut self, endpoint: Endpoint, scraped: &Scraped, fingerprint: u64, now: u64) -> u64 {
-        let busy = scraped.signals.running + scraped.signals.waiting > 0.0;
+        // Without load gauges a pod cannot be told busy: its unchanged text is not frozen.
+        let busy = scraped.signals.running.unwrap_or(0.0) + scraped.signals.waiting.unwrap_or(0.0) > 0.0;
         let (since, mut reported) = match self.unchanged.get(&endpoint) {
             Some((previous, since, reported)) if busy && *previous == fingerprint => (*since, *reported),
             _ => (now, false),

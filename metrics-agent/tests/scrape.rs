@@ -14,9 +14,13 @@ use infergate_metrics_agent::discovery::Fleet;
 const VLLM_SAMPLE: &str = include_str!("../../signals/tests/data/vllm-v1_qwen3-0.6b.txt");
 
 async fn serve_metrics(text: &'static str) -> SocketAddr {
+    serve_metrics_at("/metrics", text).await
+}
+
+async fn serve_metrics_at(path: &'static str, text: &'static str) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let app = axum::Router::new().route("/metrics", axum::routing::get(move || async move { text }));
+    let app = axum::Router::new().route(path, axum::routing::get(move || async move { text }));
     tokio::spawn(async move { axum::serve(listener, app).await });
     address
 }
@@ -88,4 +92,30 @@ async fn the_parse_command_reads_a_file_and_a_url() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/metrics.txt"));
+}
+
+/// Older and sparser engines: trtllm-serve is scraped at `/prometheus/metrics` (its
+/// `/metrics` is JSON), and what a pod does not export travels as unknown, not as 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sparse_engines_are_scraped_where_they_serve_and_their_gaps_stay_unknown() {
+    let trtllm = serve_metrics_at(
+        "/prometheus/metrics",
+        include_str!("../../signals/tests/data/trtllm-serve_1.1_histograms.txt"),
+    )
+    .await;
+    let llama = serve_metrics(include_str!("../../signals/tests/data/llamacpp_b5500-no-kv.txt")).await;
+    let yaml = format!(
+        "version: 1\npools:\n  - name: t\n    engine: trtllm\n    endpoints: [\"{trtllm}\"]\n  - name: l\n    engine: llama-cpp\n    endpoints: [\"{llama}\"]\nmodels: [{{name: m, pool: t}}]\n"
+    );
+    let config = InfergateConfig::from_yaml_str(&yaml, "test.yaml").unwrap();
+    let mut scraper = FleetScraper::new(reqwest::Client::new(), Fleet::new(Arc::new(config)));
+    let snapshot = scraper.scrape().await;
+    assert_eq!(scraper.failing_pods().count(), 0, "both scraped");
+    let signals = |pool: usize| snapshot.pools[pool].pods[0].signals.clone().unwrap();
+    let (t, l) = (signals(0), signals(1));
+    assert_eq!((t.waiting, t.running, t.kv_cache_usage), (None, None, None));
+    assert_eq!((l.waiting, l.running, l.kv_cache_usage), (Some(2.0), Some(1.0), None));
+    // What travels is what the filter reads: the snapshot still decodes.
+    let decoded = infergate_core::snapshot::Snapshot::decode(&snapshot.encode().unwrap()).unwrap();
+    assert_eq!(decoded.pools[1].pods[0].signals.as_ref().unwrap().kv_cache_usage, None);
 }

@@ -58,6 +58,13 @@ pub fn parse_where(text: &str, wanted: impl Fn(&str) -> bool) -> Result<Vec<Samp
     Ok(samples)
 }
 
+/// The metric families the text declares with `# TYPE name kind`, sampled or not: a
+/// Prometheus client declares a labelled family at start but writes no sample until it
+/// is first set, so a fresh pod can declare gauges it has no value for yet.
+pub fn declared(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter_map(|line| line.trim().strip_prefix("# TYPE ")?.split_whitespace().next())
+}
+
 fn is_name_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_' || c == ':'
 }

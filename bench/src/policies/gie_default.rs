@@ -104,10 +104,10 @@ impl Policy for GieDefault {
         let block_tokens = signals.first().and_then(|s| s.block_size).map_or(0, |b| b as usize).max(MIN_BLOCK_TOKENS);
         let hashes = block_hashes(&ctx.request.prompt, &ctx.request.model, block_tokens);
         let matched = self.matched_blocks(&hashes);
-        let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting).collect::<Vec<_>>());
+        let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting.unwrap_or(0.0)).collect::<Vec<_>>());
         let totals: Vec<f64> = (0..n)
             .map(|i| {
-                let kv = 1.0 - signals[i].kv_cache_usage;
+                let kv = 1.0 - signals[i].kv_cache_usage.unwrap_or(0.0);
                 let prefix = if hashes.is_empty() { 0.0 } else { matched[i] as f64 / hashes.len() as f64 };
                 QUEUE_WEIGHT * queue[i].clamp(0.0, 1.0)
                     + KV_WEIGHT * kv.clamp(0.0, 1.0)

@@ -39,7 +39,7 @@ impl Policy for LlmdPrecise {
 
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
         let signals: Vec<_> = (0..ctx.engines.len()).map(|i| scraped(ctx.scrape, i)).collect();
-        let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting).collect::<Vec<_>>());
+        let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting.unwrap_or(0.0)).collect::<Vec<_>>());
         let totals: Vec<f64> = ctx
             .engines
             .iter()
@@ -54,7 +54,7 @@ impl Policy for LlmdPrecise {
                     engine.cached_prefix_blocks(&hashes) as f64 / hashes.len() as f64
                 };
                 PREFIX_WEIGHT * prefix.clamp(0.0, 1.0)
-                    + KV_WEIGHT * (1.0 - signals.kv_cache_usage).clamp(0.0, 1.0)
+                    + KV_WEIGHT * (1.0 - signals.kv_cache_usage.unwrap_or(0.0)).clamp(0.0, 1.0)
                     + QUEUE_WEIGHT * queue.clamp(0.0, 1.0)
             })
             .collect();

@@ -111,7 +111,8 @@ pub(crate) fn min_max_lower_better(values: &[f64]) -> Vec<f64> {
     values.iter().map(|v| if max > min { (max - v) / (max - min) } else { 1.0 }).collect()
 }
 
-/// The scraped signals of pod `i`, or idle defaults before the first scrape.
+/// The scraped signals of pod `i`, or idle defaults before the first scrape. The
+/// baselines read an unknown signal as 0, as the peers' data stores start every metric.
 pub(crate) fn scraped(scrape: &ScrapeView, i: usize) -> PodSignals {
     scrape.signals.get(i).cloned().flatten().unwrap_or_default()
 }

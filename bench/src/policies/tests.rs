@@ -42,7 +42,7 @@ fn pick(
 }
 
 fn signals(waiting: f64, kv: f64) -> PodSignals {
-    PodSignals { waiting, kv_cache_usage: kv, ..PodSignals::default() }
+    PodSignals { waiting: Some(waiting), kv_cache_usage: Some(kv), ..PodSignals::default() }
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn gie_default_sizes_each_pods_lru_from_num_gpu_blocks() {
         scrape_with(
             waiting
                 .iter()
-                .map(|&w| PodSignals { waiting: w, num_gpu_blocks: blocks, ..PodSignals::default() })
+                .map(|&w| PodSignals { waiting: Some(w), num_gpu_blocks: blocks, ..PodSignals::default() })
                 .collect(),
         )
     };

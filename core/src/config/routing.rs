@@ -29,6 +29,10 @@ pub struct PoolConfig {
     pub name: String,
     #[serde(default)]
     pub engine: Engine,
+    /// The path the agent scrapes on each pod: by default `/prometheus/metrics` for
+    /// trtllm-serve (whose `/metrics` is JSON) and `/metrics` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_path: Option<String>,
     /// Static pod addresses, `ip:port`.
     #[serde(default)]
     pub endpoints: Vec<Endpoint>,
@@ -63,7 +67,24 @@ pub struct ModelConfig {
 impl PoolConfig {
     /// A pool of these pods, speaking vLLM's metrics, with no overrides.
     pub fn static_endpoints(name: &str, endpoints: Vec<Endpoint>) -> Self {
-        Self { name: name.into(), engine: Engine::default(), endpoints, discovery: None, profile: None, weights: None }
+        Self {
+            name: name.into(),
+            engine: Engine::default(),
+            metrics_path: None,
+            endpoints,
+            discovery: None,
+            profile: None,
+            weights: None,
+        }
+    }
+
+    /// Where the agent scrapes this pool's pods.
+    pub fn metrics_path(&self) -> &str {
+        match (&self.metrics_path, self.engine) {
+            (Some(path), _) => path,
+            (None, Engine::Trtllm) => "/prometheus/metrics",
+            (None, _) => "/metrics",
+        }
     }
 }
 

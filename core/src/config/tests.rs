@@ -154,3 +154,15 @@ fn discovery_sources_are_checked_and_reported_by_field() {
     let err = error_of("version: 1\npools:\n  - name: a\nmodels: [{name: m, pool: a}]\n");
     assert!(err.message.contains("`discovery`"), "{err}");
 }
+
+#[test]
+fn the_metrics_path_defaults_by_engine_and_a_bad_one_is_refused_with_its_line() {
+    let text = "version: 1\npools:\n  - name: a\n    engine: trtllm\n    endpoints: [127.0.0.1:1]\n  - name: b\n    metrics_path: /stats/prometheus\n    endpoints: [127.0.0.1:2]\nmodels: [{name: m, pool: a}]\n";
+    let config = InfergateConfig::from_yaml_str(text, "t").unwrap();
+    let paths: Vec<&str> = config.pools.iter().map(PoolConfig::metrics_path).collect();
+    assert_eq!(paths, ["/prometheus/metrics", "/stats/prometheus"]);
+    assert_eq!(PoolConfig::static_endpoints("c", vec![]).metrics_path(), "/metrics");
+    let err = error_of(&text.replace("/stats/prometheus", "metrics"));
+    assert_eq!((err.path.as_str(), err.location.map(|l| l.line)), ("pools[1].metrics_path", Some(7)), "{err}");
+    assert!(err.message.contains("starting with '/'"), "{err}");
+}

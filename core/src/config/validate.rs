@@ -110,6 +110,14 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
         if let Some(discovery) = &pool.discovery {
             check_discovery(discovery, &here.key("discovery"))?;
         }
+        if let Some(path) = &pool.metrics_path
+            && (!path.starts_with('/') || path.contains(|c: char| c.is_whitespace() || c.is_control()))
+        {
+            return Err(ConfigError::at(
+                &here.key("metrics_path"),
+                format!("must be a URL path starting with '/', without spaces, got {path:?}"),
+            ));
+        }
         let mut seen = HashSet::new();
         for (j, endpoint) in pool.endpoints.iter().enumerate() {
             if !seen.insert(endpoint) {

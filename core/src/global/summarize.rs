@@ -39,9 +39,13 @@ pub fn summarize(
                 .flat_map(|p| p.pods.iter())
                 .filter(fresh)
                 .collect();
-            let signals = pods.iter().filter_map(|p| p.signals.as_ref());
-            let (waiting, running, kv) =
-                signals.fold((0.0, 0.0, 0.0), |(w, r, k), s| (w + s.waiting, r + s.running, k + s.kv_cache_usage));
+            // Counts sum what the pods report; KV use averages over the pods that
+            // report it: an engine that does not export a signal adds nothing.
+            let signals = || pods.iter().filter_map(|p| p.signals.as_ref());
+            let waiting: f64 = signals().filter_map(|s| s.waiting).sum();
+            let running: f64 = signals().filter_map(|s| s.running).sum();
+            let (kv, kv_pods) =
+                signals().filter_map(|s| s.kv_cache_usage).fold((0.0, 0usize), |(k, n), usage| (k + usage, n + 1));
             let request = InferenceRequest {
                 model: model.name.clone(),
                 stream: false,
@@ -55,7 +59,7 @@ pub fn summarize(
                 ready_pods: if predicted.is_ok() { ready } else { 0 },
                 waiting,
                 running,
-                kv_cache_usage: if pods.is_empty() { 0.0 } else { kv / pods.len() as f64 },
+                kv_cache_usage: if kv_pods == 0 { 0.0 } else { kv / kv_pods as f64 },
                 predicted_ttft_ms: predicted.as_ref().map_or(0.0, |t| finite(t.ttft_ms)),
                 prefill_ms: predicted.as_ref().map_or(0.0, |t| finite(t.prefill_ms)),
             }

@@ -32,11 +32,11 @@ pub struct ModelSummary {
     pub model: String,
     /// Pods that are ready and report fresh signals.
     pub ready_pods: u32,
-    /// Requests waiting, summed over the model's pool.
+    /// Requests waiting, summed over the pods of the model's pool that report it.
     pub waiting: f64,
     /// Requests running, summed likewise.
     pub running: f64,
-    /// Mean KV-cache use of the ready pods, 0..=1.
+    /// Mean KV-cache use of the ready pods that report it, 0..=1 (0 when none does).
     pub kv_cache_usage: f64,
     /// The tier-1 router's predicted time to first token of a typical request on the
     /// pool's best pod, in ms.

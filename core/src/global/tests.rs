@@ -197,13 +197,14 @@ mod summarizing {
         PodState::scraped(
             Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port))),
             scraped_at_ms,
-            PodSignals { waiting, running: 8.0, kv_cache_usage: 0.5, ..Default::default() },
+            PodSignals { waiting: Some(waiting), running: Some(8.0), kv_cache_usage: Some(0.5), ..Default::default() },
         )
     }
 
     fn snapshot(pods: Vec<PodState>) -> Snapshot {
         let pool = PoolConfig {
             name: "a".into(),
+            metrics_path: None,
             engine: Default::default(),
             endpoints: pods.iter().map(|p| p.address).collect(),
             discovery: None,

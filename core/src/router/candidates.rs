@@ -101,19 +101,12 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         ttft_factor: inputs.ttft_factor,
     };
     if fresh {
-        // What this gateway sent since the scrape is not in it yet: count it as waiting.
-        let baseline = inputs.baseline.get(&pod.address).copied().unwrap_or(0);
-        // A pod never has less work than this gateway knows it sent and not finished:
-        // a pod whose metrics stopped moving, or that holds requests it never admits,
-        // still looks as loaded as its in-flight count.
-        let sent_since_scrape = f64::from(in_flight.saturating_sub(baseline));
-        candidate.waiting = (signals.waiting + sent_since_scrape).max(f64::from(in_flight) - signals.running);
-        candidate.running = signals.running;
-        candidate.kv_cache_usage = Some(signals.kv_cache_usage);
+        (candidate.waiting, candidate.running) = fresh_load(signals, in_flight, inputs.baseline.get(&pod.address));
+        candidate.kv_cache_usage = signals.kv_cache_usage;
         candidate.kv_free_tokens = signals
-            .num_gpu_blocks
-            .zip(signals.block_size)
-            .map(|(blocks, size)| (1.0 - signals.kv_cache_usage.clamp(0.0, 1.0)) * blocks as f64 * f64::from(size));
+            .kv_cache_usage
+            .zip(signals.num_gpu_blocks.zip(signals.block_size))
+            .map(|(usage, (blocks, size))| (1.0 - usage.clamp(0.0, 1.0)) * blocks as f64 * f64::from(size));
     }
     candidate.adapter = match inputs.adapter {
         None => AdapterState::NotNeeded,
@@ -121,6 +114,26 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         Some(adapter) => adapter_state(signals, adapter),
     };
     (candidate, fresh)
+}
+
+/// Waiting and running from a fresh scrape and this gateway's in-flight count. What the
+/// gateway sent since the scrape is not in it yet: it counts as waiting. A pod never has
+/// less work than the gateway knows it sent and not finished, so a pod whose metrics
+/// stopped moving, or that holds requests it never admits, still looks as loaded as its
+/// in-flight count. A signal the engine does not export is estimated from the same
+/// count: what is not known to run waits, what is not known to wait runs; with neither,
+/// the pod ranks on its in-flight count as a pod without metrics does.
+fn fresh_load(signals: &PodSignals, in_flight: u32, baseline: Option<&u32>) -> (f64, f64) {
+    let sent_since_scrape = f64::from(in_flight.saturating_sub(baseline.copied().unwrap_or(0)));
+    let in_flight = f64::from(in_flight);
+    match (signals.waiting, signals.running) {
+        (None, None) => (in_flight, in_flight),
+        (waiting, Some(running)) => ((waiting.unwrap_or(0.0) + sent_since_scrape).max(in_flight - running), running),
+        (Some(waiting), None) => {
+            let running = (in_flight - waiting).max(0.0);
+            ((waiting + sent_since_scrape).max(in_flight - running), running)
+        }
+    }
 }
 
 /// A pod ranked on in-flight counts alone. One that has never reported metrics while

@@ -9,6 +9,7 @@ fn ep(port: u16) -> Endpoint {
 fn pool(name: &str, ports: &[u16]) -> PoolConfig {
     PoolConfig {
         name: name.into(),
+        metrics_path: None,
         engine: Default::default(),
         endpoints: ports.iter().map(|&p| ep(p)).collect(),
         discovery: None,
@@ -44,7 +45,13 @@ fn chat(model: &str, prompt: &str) -> InferenceRequest {
 }
 
 fn signals(waiting: f64, kv: f64) -> PodSignals {
-    PodSignals { waiting, running: waiting, kv_cache_usage: kv, max_loras: Some(2), ..Default::default() }
+    PodSignals {
+        waiting: Some(waiting),
+        running: Some(waiting),
+        kv_cache_usage: Some(kv),
+        max_loras: Some(2),
+        ..Default::default()
+    }
 }
 
 fn pod(port: u16, waiting: f64, kv: f64, scraped_at_ms: u64) -> PodState {
@@ -138,6 +145,39 @@ fn stale_signals_fall_back_to_in_flight_counts() {
     let d = router.route(&request("base"), 1_000 + 5_000, &mut ledger).unwrap();
     assert_eq!(d.basis, DecisionBasis::LoadOnly);
     assert_eq!(d.chosen.kv_cache_usage, None, "stale KV is not used");
+}
+
+/// A pod whose engine release exports none of the load gauges (trtllm-serve with
+/// latency histograms only).
+fn pod_without_load_gauges(port: u16, scraped_at_ms: u64) -> PodState {
+    PodState::scraped(ep(port), scraped_at_ms, PodSignals { max_loras: Some(2), ..Default::default() })
+}
+
+#[test]
+fn unknown_load_signals_are_estimated_from_in_flight_counts_not_read_as_zero() {
+    let (mut router, mut ledger) =
+        router_with(vec![pod_without_load_gauges(1, 1_000), pod_without_load_gauges(2, 1_000)]);
+    let mut chosen = Vec::new();
+    for _ in 0..4 {
+        let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+        assert_eq!(d.basis, DecisionBasis::Signals, "the pods report: their scrapes are fresh");
+        assert_eq!(d.chosen.kv_cache_usage, None, "unknown KV stays unknown");
+        chosen.push((d.endpoints[0], d.chosen.running));
+    }
+    let on = |p: u16| chosen.iter().filter(|(e, _)| *e == ep(p)).count();
+    assert_eq!((on(1), on(2)), (2, 2), "{chosen:?}");
+    assert_eq!(chosen[2].1, 1.0, "the third request sees one in flight on its pod, not an idle pod: {chosen:?}");
+}
+
+#[test]
+fn unknown_kv_use_alone_keeps_the_reported_queue() {
+    let mut llama = pod(1, 3.0, 0.0, 1_000);
+    llama.signals.as_mut().unwrap().kv_cache_usage = None;
+    let (mut router, mut ledger) = router_with(vec![llama, pod(2, 0.0, 0.2, 1_000)]);
+    let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+    assert_eq!(d.endpoints, vec![ep(2), ep(1)], "the pod with three waiting ranks last");
+    let llama = d.runner_up.unwrap();
+    assert_eq!((llama.waiting, llama.kv_cache_usage), (3.0, None));
 }
 
 #[test]

@@ -227,6 +227,8 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/v1/completions", post(api::completions))
         .route("/v1/models", get(api::list_models))
         .route("/metrics", get(metrics))
+        // Where trtllm-serve (TensorRT-LLM 1.1 and later) serves Prometheus text.
+        .route("/prometheus/metrics", get(metrics))
         .route("/admin/metrics", post(pin_metrics).delete(unpin_metrics))
         .route("/admin/faults", post(set_faults))
         .route("/admin/shutdown", post(shutdown))

@@ -1,19 +1,25 @@
 //! llama.cpp server (`--metrics`): `llamacpp:requests_deferred` waits,
-//! `llamacpp:requests_processing` runs, `llamacpp:kv_cache_usage_ratio` is KV use.
+//! `llamacpp:requests_processing` runs. `llamacpp:kv_cache_usage_ratio` existed from
+//! February 2024 until llama.cpp removed it in May 2025 (PR #13660): in later builds KV
+//! use is unknown.
 
 use infergate_core::snapshot::PodSignals;
 
-use super::{Scraped, SignalsError, mean, sum};
+use super::{LoadSeries, Scraped, mean, sum};
 use crate::exposition::Sample;
 use crate::learn::Counters;
 
-pub(super) fn scraped(samples: &[Sample]) -> Result<Scraped, SignalsError> {
-    let running =
-        sum(samples, "llamacpp:requests_processing").ok_or(SignalsError::Missing("llamacpp:requests_processing"))?;
+const SERIES: LoadSeries = LoadSeries {
+    waiting: "llamacpp:requests_deferred",
+    running: "llamacpp:requests_processing",
+    kv_cache_usage: "llamacpp:kv_cache_usage_ratio",
+};
+
+pub(super) fn scraped(samples: &[Sample]) -> Scraped {
     let signals = PodSignals {
-        waiting: sum(samples, "llamacpp:requests_deferred").unwrap_or(0.0),
-        running,
-        kv_cache_usage: mean(samples, "llamacpp:kv_cache_usage_ratio").unwrap_or(0.0).clamp(0.0, 1.0),
+        waiting: sum(samples, SERIES.waiting),
+        running: sum(samples, SERIES.running),
+        kv_cache_usage: mean(samples, SERIES.kv_cache_usage).map(|kv| kv.clamp(0.0, 1.0)),
         ..PodSignals::default()
     };
     let counters = Counters {
@@ -21,5 +27,5 @@ pub(super) fn scraped(samples: &[Sample]) -> Result<Scraped, SignalsError> {
         prefill_seconds: sum(samples, "llamacpp:prompt_seconds_total"),
         ..Counters::default()
     };
-    Ok(Scraped { signals, counters })
+    Scraped::new(signals, counters, &SERIES)
 }

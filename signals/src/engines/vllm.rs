@@ -1,13 +1,22 @@
-//! vLLM (V1, and V0's names where they differ).
+//! vLLM (V1, and V0's names where they differ). V1 has exported the three load gauges
+//! since 0.7.1 (KV use as `gpu_cache_usage_perc` until 0.9.2 renamed it, hidden from
+//! 0.11.0); adapters only when LoRA is enabled (0.8.0 and later), so without
+//! `lora_requests_info` they are unknown rather than "none loaded".
 
 use infergate_core::snapshot::PodSignals;
 
-use super::{Scraped, SignalsError, mean, sum};
+use super::{LoadSeries, Scraped, mean, sum};
 use crate::exposition::Sample;
 use crate::learn::Counters;
 
-pub(super) fn scraped(samples: &[Sample]) -> Result<Scraped, SignalsError> {
-    Ok(Scraped { signals: signals(samples)?, counters: counters(samples) })
+const SERIES: LoadSeries = LoadSeries {
+    waiting: "vllm:num_requests_waiting",
+    running: "vllm:num_requests_running",
+    kv_cache_usage: "vllm:kv_cache_usage_perc",
+};
+
+pub(super) fn scraped(samples: &[Sample]) -> Scraped {
+    Scraped::new(signals(samples), counters(samples), &SERIES)
 }
 
 fn counters(samples: &[Sample]) -> Counters {
@@ -23,14 +32,15 @@ fn counters(samples: &[Sample]) -> Counters {
     }
 }
 
-fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
-    let waiting = sum(scrape, "vllm:num_requests_waiting").ok_or(SignalsError::Missing("vllm:num_requests_waiting"))?;
-    let running = sum(scrape, "vllm:num_requests_running").ok_or(SignalsError::Missing("vllm:num_requests_running"))?;
-    let kv_cache_usage = mean(scrape, "vllm:kv_cache_usage_perc")
-        .or_else(|| mean(scrape, "vllm:gpu_cache_usage_perc"))
-        .ok_or(SignalsError::Missing("vllm:kv_cache_usage_perc"))?;
-    let mut signals =
-        PodSignals { waiting, running, kv_cache_usage: kv_cache_usage.clamp(0.0, 1.0), ..PodSignals::default() };
+fn signals(scrape: &[Sample]) -> PodSignals {
+    let mut signals = PodSignals {
+        waiting: sum(scrape, SERIES.waiting),
+        running: sum(scrape, SERIES.running),
+        kv_cache_usage: mean(scrape, SERIES.kv_cache_usage)
+            .or_else(|| mean(scrape, "vllm:gpu_cache_usage_perc"))
+            .map(|kv| kv.clamp(0.0, 1.0)),
+        ..PodSignals::default()
+    };
     if let Some(config) = scrape.iter().find(|s| s.name == "vllm:cache_config_info") {
         signals.block_size = config.label("block_size").and_then(|v| v.parse().ok());
         signals.num_gpu_blocks = config.label("num_gpu_blocks").and_then(|v| v.parse().ok());
@@ -47,7 +57,7 @@ fn signals(scrape: &[Sample]) -> Result<PodSignals, SignalsError> {
         signals.waiting_adapters = list("waiting_lora_adapters");
         signals.max_loras = lora.label("max_lora").and_then(|v| v.parse().ok());
     }
-    Ok(signals)
+    signals
 }
 
 #[cfg(test)]
@@ -70,7 +80,7 @@ mod tests {
     #[test]
     fn real_vllm_v1_sample() {
         let s = signals(Engine::Vllm, V1).unwrap();
-        assert_eq!((s.waiting, s.running, s.kv_cache_usage), (0.0, 0.0, 0.0));
+        assert_eq!((s.waiting, s.running, s.kv_cache_usage), (Some(0.0), Some(0.0), Some(0.0)));
         assert_eq!((s.block_size, s.num_gpu_blocks), (Some(16), Some(5943)));
         assert!(s.running_adapters.is_empty());
     }
@@ -87,8 +97,8 @@ mod tests {
                     vllm:num_requests_running{engine=\"0\"} 4\nvllm:num_requests_running{engine=\"1\"} 1\n\
                     vllm:kv_cache_usage_perc{engine=\"0\"} 0.2\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.6\n";
         let s = signals(Engine::Vllm, text).unwrap();
-        assert_eq!((s.waiting, s.running), (5.0, 5.0));
-        assert!((s.kv_cache_usage - 0.4).abs() < 1e-9);
+        assert_eq!((s.waiting, s.running), (Some(5.0), Some(5.0)));
+        assert!((s.kv_cache_usage.unwrap() - 0.4).abs() < 1e-9);
     }
 
     #[test]
@@ -103,8 +113,8 @@ mod tests {
     }
 
     #[test]
-    fn missing_families_are_named() {
-        let err = signals(Engine::Vllm, "some_other_metric 1\n").unwrap_err();
-        assert!(err.to_string().contains("vllm:num_requests_waiting"), "{err}");
+    fn a_scrape_without_any_vllm_series_is_refused_with_the_reason() {
+        let err = signals(Engine::Vllm, "python_gc_objects_collected_total{generation=\"0\"} 1\n").unwrap_err();
+        assert!(err.to_string().contains("no vllm: series at all; vLLM V1 0.7.0 exports none"), "{err}");
     }
 }

@@ -103,7 +103,7 @@ fn a_bad_criticality_header_is_refused_and_sheddable_is_shed_when_saturated() {
     let reply = stream.reply().map(|r| (r.status, r.json()["error"]["code"].clone()));
     assert_eq!(reply, Some((400, "invalid_criticality".into())));
 
-    let saturated = PodSignals { waiting: 50.0, running: 8.0, kv_cache_usage: 0.99, ..idle() };
+    let saturated = PodSignals { waiting: Some(50.0), running: Some(8.0), kv_cache_usage: Some(0.99), ..idle() };
     let signals = [saturated.clone(), saturated.clone(), saturated];
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &signals)), 204);
     let mut shed = gateway.routers[0].stream();
