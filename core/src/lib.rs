@@ -18,6 +18,7 @@ pub mod request;
 pub mod router;
 pub mod scoring;
 pub mod snapshot;
+pub mod usage;
 pub mod wire;
 
 pub use api_error::ApiError;

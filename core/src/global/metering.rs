@@ -25,40 +25,15 @@ pub struct UsageReport {
     pub used_tokens: u64,
 }
 
-#[derive(Deserialize)]
-struct WithUsage {
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    total_tokens: Option<u64>,
-}
-
-impl Usage {
-    fn tokens(&self) -> u64 {
-        self.total_tokens.unwrap_or(self.prompt_tokens.saturating_add(self.completion_tokens))
-    }
-}
-
 /// The tokens a whole (non-streamed) answer reports in `usage`.
 pub fn answer_tokens(body: &[u8]) -> Option<u64> {
-    serde_json::from_slice::<WithUsage>(body).ok()?.usage.map(|u| u.tokens())
+    crate::usage::of_answer(body).map(|u| u.tokens())
 }
 
 /// The tokens a chunk of an SSE stream reports, if it holds the usage event (sent last
 /// when the client asked for `stream_options.include_usage`).
 pub fn stream_chunk_tokens(chunk: &[u8]) -> Option<u64> {
-    chunk
-        .split(|&b| b == b'\n')
-        .rev()
-        .filter_map(|line| line.strip_prefix(b"data:"))
-        .find_map(|data| serde_json::from_slice::<WithUsage>(data.trim_ascii()).ok()?.usage)
-        .map(|u| u.tokens())
+    crate::usage::of_stream_chunk(chunk).map(|u| u.tokens())
 }
 
 #[cfg(test)]

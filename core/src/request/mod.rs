@@ -33,10 +33,14 @@ pub struct InferenceRequest {
 }
 
 impl InferenceRequest {
+    /// The whole prompt's length in bytes.
+    pub fn prompt_chars(&self) -> usize {
+        self.prompt_len.max(self.prompt.len())
+    }
+
     /// Prompt tokens, at about `CHARS_PER_TOKEN` characters per token.
     pub fn prompt_tokens(&self) -> u32 {
-        let len = self.prompt_len.max(self.prompt.len());
-        u32::try_from(len.div_ceil(crate::wire::CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1)
+        u32::try_from(self.prompt_chars().div_ceil(crate::wire::CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1)
     }
 }
 

@@ -5,6 +5,7 @@
 mod admission;
 mod calibration;
 mod candidates;
+pub mod chars_per_token;
 mod decision;
 mod ledger;
 pub mod model_list;
@@ -19,8 +20,8 @@ use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{RequestShape, keep_with_owner, over_threshold, rank_top, ttft_totals, weighted_totals};
 use crate::snapshot::Snapshot;
-use crate::wire::CHARS_PER_TOKEN;
 pub use calibration::TtftCalibration;
+pub use chars_per_token::CharsPerToken;
 pub use decision::{Decision, DecisionBasis, PodReport};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 use tables::PodTables;
@@ -34,6 +35,7 @@ pub struct Router {
     capacity: HashMap<Endpoint, usize>,
     prefix: PrefixIndex,
     calibration: TtftCalibration,
+    chars_per_token: CharsPerToken,
     rng: fastrand::Rng,
     tables: PodTables,
 }
@@ -48,6 +50,7 @@ impl Router {
             baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
+            chars_per_token: CharsPerToken::default(),
             rng: fastrand::Rng::with_seed(seed),
             tables: PodTables::default(),
         }
@@ -73,18 +76,22 @@ impl Router {
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         self.baseline.clear();
         let mut capacity = HashMap::new();
-        for pod in snapshot.pools.iter().flat_map(|p| &p.pods) {
-            self.baseline.insert(pod.address, ledger.in_flight(pod.address));
-            let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
-            let blocks =
-                kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * CHARS_PER_TOKEN as f64) / block_chars) as usize);
-            capacity.insert(pod.address, blocks.max(1));
+        for pool in &snapshot.pools {
+            let chars_per_token = self.chars_per_token.ratio(&pool.name);
+            for pod in &pool.pods {
+                self.baseline.insert(pod.address, ledger.in_flight(pod.address));
+                let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
+                let blocks =
+                    kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as usize);
+                capacity.insert(pod.address, blocks.max(1));
+            }
         }
         let gone: Vec<Endpoint> = self.prefix.pods().filter(|p| !capacity.contains_key(p)).copied().collect();
         for pod in gone {
             self.prefix.forget(pod);
         }
         self.calibration.retain(|pool| snapshot.routing.pool(pool).is_some());
+        self.chars_per_token.retain(|pool| snapshot.routing.pool(pool).is_some());
         self.capacity = capacity;
         self.config = snapshot.routing.clone();
         self.snapshot = Some(snapshot);
@@ -128,9 +135,10 @@ impl Router {
         {
             return Err(ApiError::pool_saturated(&pool.name, settings.retry_after_s));
         }
+        let chars_per_token = self.chars_per_token.ratio(&pool.name);
         let shape = RequestShape {
-            prompt_tokens: f64::from(request.prompt_tokens()),
-            tokens_per_block: f64::from(settings.prefix.block_chars) / CHARS_PER_TOKEN as f64,
+            prompt_tokens: (request.prompt_chars() as f64 / chars_per_token).ceil().max(1.0),
+            tokens_per_block: f64::from(settings.prefix.block_chars) / chars_per_token,
             output_tokens: request.max_tokens.map_or(settings.cost.output_tokens, f64::from),
             best_matched_blocks: candidates.iter().map(|c| c.matched_blocks).max().unwrap_or(0),
         };
@@ -208,6 +216,18 @@ impl Router {
     /// What has been learned of each pool's predictions.
     pub fn calibration(&self) -> &TtftCalibration {
         &self.calibration
+    }
+
+    /// An answer from `pool` reported `prompt_tokens` (its `usage`) for a prompt of
+    /// `prompt_chars`: the pool's characters per token move towards it. Returns whether
+    /// the answer was counted.
+    pub fn observe_usage(&mut self, pool: &str, prompt_chars: usize, prompt_tokens: u64) -> bool {
+        self.chars_per_token.observe(pool, prompt_chars, prompt_tokens)
+    }
+
+    /// What has been learned of each pool's characters per token.
+    pub fn chars_per_token(&self) -> &CharsPerToken {
+        &self.chars_per_token
     }
 
     /// The chosen pod started answering: its prefill is done, so it holds the prompt's

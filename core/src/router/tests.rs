@@ -381,3 +381,29 @@ fn a_pod_never_looks_less_loaded_than_its_in_flight_count() {
         router.release(d.chosen.endpoint, d.pending_prefill_tokens, &mut ledger);
     }
 }
+
+#[test]
+fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
+    // Five prompts of 7,000 characters, 1,000 tokens each at 7 characters a token, to one
+    // pod of 50 blocks × 128 tokens (6,400 tokens): at the default 4 characters a token
+    // the index holds 3.7 of them and forgets the first; at the learned 7 it holds all.
+    let prompts: Vec<InferenceRequest> = (0..5).map(|g| chat("other", &format!("{g:07} ").repeat(875))).collect();
+    for learned in [false, true] {
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        if learned {
+            for _ in 0..super::chars_per_token::WARM_UP {
+                assert!(router.observe_usage("b", 7_000, 1_000));
+            }
+        }
+        let kv = PodSignals { num_gpu_blocks: Some(50), block_size: Some(128), ..signals(0.0, 0.1) };
+        router.apply_snapshot(snapshot("b", vec![PodState::scraped(ep(9), 1_000, kv)]), &ledger);
+        let first = router.route(&prompts[0], 1_010, &mut ledger).unwrap();
+        assert_eq!(first.pending_prefill_tokens, if learned { 1_000 } else { 1_750 });
+        for prompt in &prompts[1..] {
+            router.route(prompt, 1_010, &mut ledger).unwrap();
+        }
+        let held = router.prefix_index().matched_blocks(ep(9), &first.prefix_hashes);
+        assert_eq!(held > 0, learned, "learned={learned}: {held} blocks of the first prompt held");
+    }
+}

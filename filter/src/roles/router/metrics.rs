@@ -86,6 +86,8 @@ pub struct PoolMetrics {
     pub ttft_abs_error_ms: Metric,
     /// The pool's learned correction of its predictions, observed / predicted × 1000.
     pub ttft_factor_milli: Metric,
+    /// The pool's prompt characters per engine token, learned from answers' `usage`, × 1000.
+    pub chars_per_token_milli: Metric,
 }
 
 impl PoolMetrics {
@@ -99,6 +101,7 @@ impl PoolMetrics {
             ttft_observed_ms: Metric::histogram(host, &name("ttft_observed_ms")),
             ttft_abs_error_ms: Metric::histogram(host, &name("ttft_abs_error_ms")),
             ttft_factor_milli: Metric::gauge(host, &name("ttft_factor_milli")),
+            chars_per_token_milli: Metric::gauge(host, &name("chars_per_token_milli")),
         }
     }
 }

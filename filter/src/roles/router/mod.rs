@@ -36,6 +36,8 @@ pub struct RouterShared {
     metrics: RouterMetrics,
     pools: RefCell<HashMap<String, Rc<PoolMetrics>>>,
     peers: PrefixPeers,
+    /// Requests this worker has routed, to sample one in N.
+    routed: Cell<u64>,
 }
 
 impl RouterShared {
@@ -55,6 +57,7 @@ impl RouterShared {
             metrics: RouterMetrics::define(&host),
             pools: RefCell::new(HashMap::new()),
             peers: PrefixPeers::new(&host, &role.vm_id, random_u64(&*host)),
+            routed: Cell::new(0),
             host,
         }
     }
@@ -91,6 +94,13 @@ impl RouterShared {
         if let Some(snapshot) = router.snapshot() {
             self.metrics.snapshot_age_ms.set(now_ms.saturating_sub(snapshot.created_at_ms));
         }
+    }
+
+    /// Numbers this worker's requests: 0, 1, 2, ...
+    fn next_request_number(&self) -> u64 {
+        let n = self.routed.get();
+        self.routed.set(n.wrapping_add(1));
+        n
     }
 
     fn pool_metrics(&self, pool: &str) -> Option<Rc<PoolMetrics>> {

@@ -2,7 +2,9 @@
 //! routing headers; when the pod produces its first output (the first chunk of a
 //! stream, or the headers of a whole answer), release its pending prefill and record
 //! the prompt's blocks as its own, and, for a stream, check the predicted TTFT against
-//! the clock; when the stream ends, release the in-flight count. The steps every
+//! the clock; when the stream ends, release the in-flight count. While the pool's
+//! characters per token are being learned, and for one request in [`USAGE_SAMPLING`]
+//! after, the answer's `usage` is read for its prompt tokens. The steps every
 //! client-facing request takes are `front`'s.
 
 use std::rc::Rc;
@@ -11,7 +13,8 @@ use infergate_core::ApiError;
 use infergate_core::config::Criticality;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::InferenceRequest;
-use infergate_core::router::{Decision, DecisionBasis};
+use infergate_core::router::{Decision, DecisionBasis, chars_per_token};
+use infergate_core::usage;
 use infergate_core::wire::header;
 
 use super::RouterShared;
@@ -20,6 +23,10 @@ use crate::host::events::Flow;
 use crate::metrics::Metric;
 use crate::roles::front::intake::RequestHeaders;
 use crate::roles::front::{FrontRole, ResponseView};
+
+/// Once a pool's characters per token are learned, one answer in this many is read
+/// for its `usage`: reading costs a host call and a scan per streamed chunk.
+pub const USAGE_SAMPLING: u64 = 8;
 
 /// What a routed request remembers until its stream ends.
 struct Routed {
@@ -40,6 +47,9 @@ struct Routed {
     /// only be read in the headers callback: the SDK panics on a read in the body's).
     served_ok_by: Option<Endpoint>,
     explanation: Option<String>,
+    /// The prompt's length, while the answer's `usage` is still to be read for its
+    /// prompt tokens.
+    usage_wanted_for_chars: Option<usize>,
 }
 
 pub struct RouterRequest {
@@ -73,7 +83,7 @@ impl RouterRequest {
         Ok((decision, now_ms))
     }
 
-    fn record(&mut self, decision: Decision, routed_at_ms: u64) {
+    fn record(&mut self, decision: Decision, routed_at_ms: u64, prompt_chars: usize) {
         let metrics = &self.shared.metrics;
         match decision.basis {
             DecisionBasis::Signals => metrics.decisions_signals.increment(),
@@ -94,6 +104,12 @@ impl RouterRequest {
         }
         let explanation = self.shared.explain.then(|| decision.explain());
         log::debug!("infergate router: {}", decision.explain());
+        let learning = self
+            .shared
+            .router
+            .try_borrow()
+            .is_ok_and(|router| router.chars_per_token().samples(&decision.pool) < chars_per_token::WARM_UP);
+        let sampled = learning || self.shared.next_request_number() % USAGE_SAMPLING == 0;
         self.routed = Some(Routed {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,
@@ -104,7 +120,37 @@ impl RouterRequest {
             awaiting_first_chunk: false,
             served_ok_by: None,
             explanation,
+            usage_wanted_for_chars: sampled.then_some(prompt_chars),
         });
+    }
+
+    /// Reads the prompt tokens from a body chunk holding the answer's `usage`, and
+    /// teaches the router the pool's characters per token.
+    fn read_usage(&mut self, body_size: usize, end_of_stream: bool) {
+        let host = Rc::clone(&self.shared.host);
+        let Some(routed) = self.routed.as_mut() else { return };
+        let Some(prompt_chars) = routed.usage_wanted_for_chars else { return };
+        if routed.served_ok_by.is_none() || body_size == 0 {
+            return;
+        }
+        let found = if host.streamed() {
+            host.response_body(0, body_size).as_deref().and_then(usage::of_stream_chunk)
+        } else if end_of_stream {
+            // A whole answer in one chunk; one that came in several is not read.
+            host.response_body(0, body_size).as_deref().and_then(usage::of_answer)
+        } else {
+            None
+        };
+        let Some(found) = found else { return };
+        routed.usage_wanted_for_chars = None;
+        if let Ok(mut router) = self.shared.router.try_borrow_mut() {
+            if router.observe_usage(&routed.pool, prompt_chars, found.prompt_tokens) {
+                if let Some(pool) = self.shared.pool_metrics(&routed.pool) {
+                    let ratio = router.chars_per_token().ratio(&routed.pool);
+                    pool.chars_per_token_milli.set((ratio * 1000.0) as u64);
+                }
+            }
+        }
     }
 
     /// The pod produced its first output: the prefill is done, so its pending tokens
@@ -173,8 +219,9 @@ impl FrontRole for RouterRequest {
     }
 
     fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError> {
+        let prompt_chars = request.prompt_chars();
         let (decision, routed_at_ms) = self.decide(request)?;
-        self.record(decision, routed_at_ms);
+        self.record(decision, routed_at_ms, prompt_chars);
         Ok(())
     }
 
@@ -203,10 +250,11 @@ impl FrontRole for RouterRequest {
         }
     }
 
-    fn on_response_body(&mut self, body_size: usize, _end_of_stream: bool) -> Flow {
+    fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
         if body_size > 0 && self.routed.as_ref().is_some_and(|r| r.awaiting_first_chunk) {
             self.first_answer();
         }
+        self.read_usage(body_size, end_of_stream);
         Flow::Continue
     }
 

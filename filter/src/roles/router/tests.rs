@@ -312,3 +312,33 @@ fn an_invalid_router_configuration_is_refused_with_its_field() {
     assert!(!worker.configured());
     assert!(take_logs().iter().any(|l| l.contains("invalid plugin configuration: routing.")), "{:?}", take_logs());
 }
+
+#[test]
+fn the_pools_characters_per_token_are_learned_from_streamed_and_whole_answers_usage() {
+    let gateway = Gateway::new(1, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let prompt = long_prompt("tokenizer");
+    let chars = prompt.len();
+    // A stream: the usage event comes last, before [DONE].
+    let (mut stream, pod) = gateway.route(0, &prompt);
+    let pod = pod.unwrap_or_default();
+    stream.respond_headers(&pod, 200, "text/event-stream", false);
+    stream.respond_chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", false);
+    let usage = format!(
+        "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":2}}}}\n\ndata: [DONE]\n\n",
+        chars / 7
+    );
+    stream.respond_chunk(usage.as_bytes(), true);
+    let learned = gateway.envoy.stat("infergate.pool.llama.chars_per_token_milli");
+    assert!((6_900..=7_100).contains(&learned), "7 characters a token, × 1000: {learned}");
+    // A whole answer, in one chunk, moves it too.
+    let (mut whole, pod) = gateway.route(0, &prompt);
+    let body = format!("{{\"choices\":[],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":1}}}}", chars / 5);
+    whole.respond(&pod.unwrap_or_default(), 200, "application/json", &[body.as_bytes()]);
+    let learned = gateway.envoy.stat("infergate.pool.llama.chars_per_token_milli");
+    assert!((5_900..=6_100).contains(&learned), "the mean of 7 and 5, × 1000: {learned}");
+    // A failed answer teaches nothing.
+    let (mut failed, pod) = gateway.route(0, &prompt);
+    failed.respond(&pod.unwrap_or_default(), 500, "application/json", &[br#"{"usage":{"prompt_tokens":9999}}"#]);
+    assert_eq!(gateway.envoy.stat("infergate.pool.llama.chars_per_token_milli"), learned);
+}
