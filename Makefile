@@ -14,7 +14,7 @@ PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
   test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-vllm demo-envoy demo-filter \
-  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath clean
+  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath bench-engines inference-perf clean
 
 help: ## this list
 	@echo "make TARGET, where TARGET is one of:"
@@ -236,6 +236,18 @@ bench-datapath: setup wasm ## what the filter adds per request, against plain En
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
 	target/release/datapath --out bench/results/datapath
 	cargo bench --locked -p infergate-bench --bench hot_path
+
+# kubernetes-sigs inference-perf (the Gateway API Inference Extension's load generator),
+# installed offline into .venv-inference-perf from a lock; engines/inference-perf/README.md.
+inference-perf: ## install inference-perf 0.7.0 (Python >= 3.12) for make bench-engines (~1 min, 790 MB)
+	engines/inference-perf/setup.sh
+
+# Part 3: inference-perf's shared_prefix workload through Envoy to 2 real vLLM pods and
+# to 2 model-sim pods shaped like them, with infergate, round_robin and least_request,
+# fresh pods per policy (about 20 minutes). ENGINES_ARGS passes options (see --help).
+bench-engines: setup wasm vllm inference-perf ## real vLLM and model-sim under inference-perf: infergate vs round_robin vs least_request
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/engines --out bench/results/engines $(ENGINES_ARGS)
 
 clean: ## remove target/, $(VENV) and .run (cargo clean)
 	cargo clean

@@ -20,18 +20,18 @@ const COLORS: [RGBColor; 9] = [
     RGBColor(30, 30, 30),
 ];
 
-/// Registers DejaVu Sans for PNG text; SVG needs no font.
+/// Registers DejaVu Sans, once: every backend measures its text with it.
 pub fn register_font() -> bool {
-    let candidates = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf"];
-    for path in candidates {
-        if let Ok(bytes) = std::fs::read(path) {
-            let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).is_ok() {
-                return true;
-            }
-        }
-    }
-    false
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REGISTERED.get_or_init(|| {
+        let candidates = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf"];
+        candidates.iter().any(|path| {
+            std::fs::read(path).is_ok_and(|bytes| {
+                let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).is_ok()
+            })
+        })
+    })
 }
 
 fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &WorkloadReport) -> Result<(), String> {
@@ -100,7 +100,7 @@ fn draw_bars<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
-            let color = if name == "infergate" { COLORS[7] } else { COLORS[2] };
+            let color = if name.ends_with("infergate") { COLORS[7] } else { COLORS[2] };
             Rectangle::new([(i, 0.0), (i + 1, *v)], color.filled())
         }))
         .map_err(|e| e.to_string())?;
@@ -129,15 +129,20 @@ pub fn write_all(dir: &Path, reports: &[WorkloadReport]) -> Result<Vec<String>, 
         let title =
             format!("{}: TTFT p90 at {} req/s", headline.workload, headline.qps.get(top).copied().unwrap_or_default());
         let stem = "headline";
-        draw_bars(&SVGBackend::new(&dir.join(format!("{stem}.svg")), (960, 600)).into_drawing_area(), &title, &bars)?;
-        if png {
-            draw_bars(
-                &BitMapBackend::new(&dir.join(format!("{stem}.png")), (960, 600)).into_drawing_area(),
-                &title,
-                &bars,
-            )?;
-        }
+        write_bars(dir, stem, &title, &bars)?;
         written.push(stem.to_string());
     }
     Ok(written)
+}
+
+/// One bar chart of TTFT p90 per named run (infergate's bars in red), as SVG and, when
+/// a font is available, PNG.
+pub fn write_bars(dir: &Path, stem: &str, title: &str, bars: &[(String, f64)]) -> Result<(), String> {
+    // Text is measured with the registered font, in SVG too.
+    let font = register_font();
+    draw_bars(&SVGBackend::new(&dir.join(format!("{stem}.svg")), (960, 600)).into_drawing_area(), title, bars)?;
+    if font {
+        draw_bars(&BitMapBackend::new(&dir.join(format!("{stem}.png")), (960, 600)).into_drawing_area(), title, bars)?;
+    }
+    Ok(())
 }

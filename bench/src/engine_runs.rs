@@ -1,0 +1,262 @@
+//! Part 3: inference-perf's `shared_prefix` workload through real Envoy, against real
+//! vLLM pods (CPU) and against model-sim pods calibrated to them, with infergate and
+//! with Envoy's own `round_robin` and `least_request`. Every policy gets fresh pods, so
+//! no run inherits another's prefix cache; the engines' own counters give the prefix
+//! hit rate and how the requests were spread.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use infergate_core::config::Engine;
+use infergate_envoy_config::UpstreamPolicy;
+use infergate_harness::engines::VllmPod;
+use infergate_harness::{ModelSpec, Stack, StackSpec};
+use infergate_model_sim::engine::EngineProfile;
+use infergate_signals::exposition;
+
+use crate::inference_perf::{self, SharedPrefix, Summary};
+
+/// The policies of part 3, by report name.
+pub const POLICIES: [(&str, UpstreamPolicy); 3] = [
+    ("infergate", UpstreamPolicy::Infergate),
+    ("round_robin", UpstreamPolicy::RoundRobin),
+    ("least_request", UpstreamPolicy::LeastRequest),
+];
+
+/// The model both engines serve (engines/vllm/serve.sh's name).
+pub const MODEL: &str = "smollm2";
+
+/// model-sim shaped like one `engines/vllm/serve.sh` pod on this machine: 4 sequences,
+/// 50 KV blocks of 128 tokens, and the speeds one idle pod showed (BENCHMARKS.md part
+/// 3): 1,064 uncached prompt tokens in 1.9 s (about 570 tokens/s), 64 new tokens after
+/// a cached 1,000 in 0.27 s, 32 tokens decoded at 37 ms each. The engines' own
+/// `request_prefill_time_seconds` reads lower under load (350-430 tokens/s), as it
+/// counts a request's whole prefill phase while batched with others.
+pub const SMOLLM2_CPU: EngineProfile = EngineProfile {
+    max_num_seqs: 4,
+    max_num_batched_tokens: 2048,
+    prefill_tokens_per_s: 570.0,
+    itl_base_ms: 35.0,
+    itl_per_seq_ms: 6.0,
+    num_gpu_blocks: 50,
+    block_size: 128,
+    max_loras: 1,
+    lora_load_ms: 50.0,
+};
+
+/// Which pods a run routes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pods {
+    /// Real vLLM on CPU (`make vllm`).
+    Vllm,
+    /// model-sim with the [`SMOLLM2_CPU`] profile.
+    ModelSim,
+}
+
+impl Pods {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pods::Vllm => "vllm",
+            Pods::ModelSim => "model-sim",
+        }
+    }
+}
+
+/// The engines' own counters over a run, summed over the pods.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct EngineCounters {
+    /// Prompt tokens looked up in the prefix cache, and found there.
+    pub prefix_queried_tokens: f64,
+    pub prefix_hit_tokens: f64,
+    /// Requests each pod served (its TTFT histogram's count).
+    pub requests_per_pod: Vec<f64>,
+    /// Prompt tokens, and the seconds the engines spent prefilling, for the speed
+    /// model-sim's profile must match.
+    pub prompt_tokens: f64,
+    pub prefill_seconds: f64,
+    /// Sum and count of the inter-token latencies.
+    pub itl_seconds: f64,
+    pub itl_count: f64,
+}
+
+impl EngineCounters {
+    pub fn hit_rate(&self) -> Option<f64> {
+        (self.prefix_queried_tokens > 0.0).then(|| self.prefix_hit_tokens / self.prefix_queried_tokens)
+    }
+
+    /// Uncached prompt tokens prefilled per second of prefill.
+    pub fn prefill_tokens_per_s(&self) -> Option<f64> {
+        (self.prefill_seconds > 0.0).then(|| (self.prompt_tokens - self.prefix_hit_tokens) / self.prefill_seconds)
+    }
+
+    pub fn mean_itl_ms(&self) -> Option<f64> {
+        (self.itl_count > 0.0).then(|| self.itl_seconds / self.itl_count * 1000.0)
+    }
+
+    fn since(&self, before: &Self) -> Self {
+        Self {
+            prefix_queried_tokens: self.prefix_queried_tokens - before.prefix_queried_tokens,
+            prefix_hit_tokens: self.prefix_hit_tokens - before.prefix_hit_tokens,
+            requests_per_pod: self.requests_per_pod.iter().zip(&before.requests_per_pod).map(|(a, b)| a - b).collect(),
+            prompt_tokens: self.prompt_tokens - before.prompt_tokens,
+            prefill_seconds: self.prefill_seconds - before.prefill_seconds,
+            itl_seconds: self.itl_seconds - before.itl_seconds,
+            itl_count: self.itl_count - before.itl_count,
+        }
+    }
+}
+
+/// One policy on one kind of pods.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineRun {
+    pub pods: &'static str,
+    pub policy: &'static str,
+    pub summary: Summary,
+    pub counters: EngineCounters,
+}
+
+/// Runs `workload` with `policy` on `count` fresh pods; logs and reports go to `out`.
+pub async fn run(
+    pods: Pods,
+    count: usize,
+    (name, policy): (&'static str, UpstreamPolicy),
+    workload: &SharedPrefix,
+    out: &Path,
+) -> Result<EngineRun, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let client = reqwest::Client::new();
+    let mut vllm = Vec::new();
+    if pods == Pods::Vllm {
+        eprintln!("{}/{name}: starting {count} fresh vLLM pods (30-70 s)", pods.name());
+        vllm = (0..count).map(|_| VllmPod::spawn(false, out)).collect();
+        for pod in &mut vllm {
+            pod.wait_ready(&client).await;
+        }
+    }
+    let external = (!vllm.is_empty()).then(|| (Engine::Vllm, vllm.iter().map(|p| p.address).collect()));
+    let stack = Stack::start(StackSpec {
+        pools: vec![("fleet", count)],
+        models: vec![ModelSpec::base(MODEL, "fleet")],
+        max_body_bytes: 8 * 1024 * 1024,
+        profile: SMOLLM2_CPU,
+        upstream_policy: policy,
+        access_log: false,
+        scrape_interval_ms: 100,
+        request_timeout_ms: 180_000,
+        external_pods: external,
+        ..StackSpec::default()
+    })
+    .await;
+    let addresses = stack.fleet.pods.clone();
+    let before = counters(&client, &addresses).await;
+    let label = format!("{}/{name}", pods.name());
+    let summary = inference_perf::run(workload, &stack.gateway_url, out, &label).await?;
+    // The engines count a request when it finishes; the client saw it finish already.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = counters(&client, &addresses).await;
+    drop(stack);
+    drop(vllm);
+    Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before) })
+}
+
+/// Reads every pod's prefix-cache and request counters from its `/metrics`.
+async fn counters(client: &reqwest::Client, pods: &[SocketAddr]) -> EngineCounters {
+    let mut total = EngineCounters::default();
+    for pod in pods {
+        let text = match client.get(format!("http://{pod}/metrics")).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let samples = exposition::parse(&text).unwrap_or_default();
+        let sum = |name: &str| samples.iter().filter(|s| s.name == name).map(|s| s.value).sum::<f64>();
+        total.prefix_queried_tokens += sum("vllm:prefix_cache_queries_total");
+        total.prefix_hit_tokens += sum("vllm:prefix_cache_hits_total");
+        total.requests_per_pod.push(sum("vllm:time_to_first_token_seconds_count"));
+        total.prompt_tokens += sum("vllm:prompt_tokens_total");
+        total.prefill_seconds += sum("vllm:request_prefill_time_seconds_sum");
+        total.itl_seconds += sum("vllm:inter_token_latency_seconds_sum");
+        total.itl_count += sum("vllm:inter_token_latency_seconds_count");
+    }
+    total
+}
+
+/// The Markdown tables of part 3.
+pub fn markdown(runs: &[EngineRun], workload: &SharedPrefix, count: usize) -> String {
+    let mut text = format!(
+        "Part 3: inference-perf `shared_prefix` ({} groups × {} prompts, {}-token system prompts, {}-token questions, {} output tokens), {} req/s for {} s, streamed, through Envoy to {count} pods per policy, fresh pods for each policy.\n\n",
+        workload.groups,
+        workload.prompts_per_group,
+        workload.system_prompt_tokens,
+        workload.question_tokens,
+        workload.output_tokens,
+        workload.rate,
+        workload.duration_s,
+    );
+    text.push_str("| pods | policy | sent | ok | failed | TTFT p50 ms | p90 ms | p99 ms | TPOT p50 ms | req/s | output tok/s | engines' prefix hit rate | requests per pod | engines' prefill tok/s | engines' mean ITL ms |\n");
+    text.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|\n");
+    for run in runs {
+        let s = &run.summary;
+        let hit = run.counters.hit_rate().map_or_else(|| "–".to_string(), |r| format!("{:.1}%", r * 100.0));
+        let spread: Vec<String> = run.counters.requests_per_pod.iter().map(|n| format!("{n:.0}")).collect();
+        let or_dash = |v: Option<f64>, digits: usize| v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"));
+        text.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.1} | {hit} | {} | {} | {} |\n",
+            run.pods,
+            run.policy,
+            s.sent,
+            s.succeeded,
+            s.failed,
+            s.ttft_ms.p50,
+            s.ttft_ms.p90,
+            s.ttft_ms.p99,
+            s.tpot_ms.p50,
+            s.requests_per_s,
+            s.output_tokens_per_s,
+            spread.join(" / "),
+            or_dash(run.counters.prefill_tokens_per_s(), 0),
+            or_dash(run.counters.mean_itl_ms(), 1),
+        ));
+    }
+    let failures: Vec<String> = runs
+        .iter()
+        .flat_map(|r| {
+            r.summary.failures.iter().map(move |(label, n)| format!("{}/{}: {n} × {label}", r.pods, r.policy))
+        })
+        .collect();
+    if !failures.is_empty() {
+        text.push_str(&format!("\nFailures: {}.\n", failures.join("; ")));
+    }
+    text.push_str(&targets(runs));
+    text
+}
+
+/// The targets on each kind of pods: TTFT p90 ≤ 0.5× round robin's and below
+/// least_request's, and a prefix hit rate ≥ 2× round robin's.
+fn targets(runs: &[EngineRun]) -> String {
+    let mut text = String::from("\n| pods | target | measured | met |\n|---|---|--:|---|\n");
+    let mut kinds: Vec<&str> = runs.iter().map(|r| r.pods).collect();
+    kinds.dedup();
+    for pods in kinds {
+        let get = |policy: &str| runs.iter().find(|r| r.pods == pods && r.policy == policy);
+        let (Some(ours), Some(rr)) = (get("infergate"), get("round_robin")) else { continue };
+        let ratio = ours.summary.ttft_ms.p90 / rr.summary.ttft_ms.p90.max(f64::MIN_POSITIVE);
+        text.push_str(&format!("| {pods} | TTFT p90 ≤ 0.5 × round_robin | {ratio:.2}× | {} |\n", yes(ratio <= 0.5)));
+        if let Some(lr) = get("least_request") {
+            let ratio = ours.summary.ttft_ms.p90 / lr.summary.ttft_ms.p90.max(f64::MIN_POSITIVE);
+            text.push_str(&format!("| {pods} | TTFT p90 < least_request | {ratio:.2}× | {} |\n", yes(ratio < 1.0)));
+        }
+        if let (Some(a), Some(b)) = (ours.counters.hit_rate(), rr.counters.hit_rate()) {
+            let ratio = a / b.max(f64::MIN_POSITIVE);
+            text.push_str(&format!(
+                "| {pods} | prefix hit rate ≥ 2 × round_robin | {ratio:.2}× | {} |\n",
+                yes(ratio >= 2.0)
+            ));
+        }
+    }
+    text
+}
+
+fn yes(met: bool) -> &'static str {
+    if met { "yes" } else { "**no**" }
+}
