@@ -185,7 +185,8 @@ mod tests {
             seed: 7,
         };
         let text = workload.config("http://127.0.0.1:1", Path::new("/tok"), Path::new("/out"));
-        assert!(!text.contains('@'), "{text}");
+        let settings: String = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+        assert!(!settings.contains('@'), "a placeholder is left: {text}");
         assert!(text.contains("rate: 1.5") && text.contains("num_groups: 8"), "{text}");
     }
 
