@@ -131,3 +131,29 @@ async fn a_large_body_in_pieces_is_scanned_as_it_arrives() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(stack.stat("infergate.requests.full_parses").await, Some(1));
 }
+
+/// The router reads each answer's `usage` to learn the pool's characters per token,
+/// in Envoy's response-body callbacks: streams with `include_usage` and whole answers
+/// still arrive complete, and the learned ratio is exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_read_without_cutting_answers_and_the_ratio_is_exported() {
+    let stack = Stack::start(StackSpec::default()).await;
+    let prompt = "the quick brown fox jumps over the lazy dog ".repeat(20);
+    for stream in [true, false, true, true] {
+        let body = serde_json::json!({
+            "model": "m", "max_tokens": 4, "stream": stream, "stream_options": {"include_usage": true},
+            "messages": [{"role": "user", "content": prompt}],
+        });
+        let reply = stack.post("/v1/chat/completions", body.to_string(), &[]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if stream {
+            assert!(reply.body.trim_end().ends_with("data: [DONE]"), "a cut stream: {}", reply.body);
+            assert!(reply.body.contains("\"usage\""), "{}", reply.body);
+        } else {
+            let json: serde_json::Value = serde_json::from_str(&reply.body).expect("a whole JSON answer");
+            assert!(json["usage"]["prompt_tokens"].as_u64().is_some_and(|t| t > 0), "{json}");
+        }
+    }
+    let milli = stack.stat("infergate.pool.a.chars_per_token_milli").await.unwrap_or(0);
+    assert!((2_000..=8_000).contains(&milli), "characters per token × 1000: {milli}");
+}

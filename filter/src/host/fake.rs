@@ -279,6 +279,8 @@ struct StreamState {
     response_chunk: Vec<u8>,
     upstream: Option<String>,
     reply: Option<Reply>,
+    /// Inside a response body callback, where Envoy refuses header reads.
+    in_response_body: bool,
 }
 
 /// One HTTP stream: the test plays Envoy and the upstream around the filter.
@@ -357,7 +359,9 @@ impl Stream {
         }
         self.state.response_chunk.extend_from_slice(chunk);
         let size = self.state.response_chunk.len();
+        self.state.in_response_body = true;
         let flow = self.run(|events| events.on_response_body(size, end_of_stream));
+        self.state.in_response_body = false;
         self.response_flow = Some(flow);
         flow
     }
@@ -459,7 +463,11 @@ impl Host for FakeHost {
     }
 
     fn response_header(&self, name: &str) -> Option<Vec<u8>> {
-        header(&self.stream.borrow().response_headers, name)
+        let stream = self.stream.borrow();
+        // Envoy answers a header read in a body callback with an error status, on which
+        // the SDK panics: the VM would crash and every stream on it be reset.
+        assert!(!stream.in_response_body, "response header {name:?} read in a response body callback");
+        header(&stream.response_headers, name)
     }
 
     fn set_response_header(&self, name: &str, value: &str) -> Result<(), Status> {

@@ -50,6 +50,8 @@ struct Routed {
     /// The prompt's length, while the answer's `usage` is still to be read for its
     /// prompt tokens.
     usage_wanted_for_chars: Option<usize>,
+    /// The answer is an event stream (read with the response headers).
+    streamed: bool,
 }
 
 pub struct RouterRequest {
@@ -121,6 +123,7 @@ impl RouterRequest {
             served_ok_by: None,
             explanation,
             usage_wanted_for_chars: sampled.then_some(prompt_chars),
+            streamed: false,
         });
     }
 
@@ -133,7 +136,7 @@ impl RouterRequest {
         if routed.served_ok_by.is_none() || body_size == 0 {
             return;
         }
-        let found = if host.streamed() {
+        let found = if routed.streamed {
             host.response_body(0, body_size).as_deref().and_then(usage::of_stream_chunk)
         } else if end_of_stream {
             // A whole answer in one chunk; one that came in several is not read.
@@ -242,7 +245,8 @@ impl FrontRole for RouterRequest {
         if host.served_ok() {
             routed.served_ok_by = host.upstream_pod();
         }
-        if host.streamed() && !end_of_stream {
+        routed.streamed = host.streamed();
+        if routed.streamed && !end_of_stream {
             // Servers send a stream's headers before the first token is computed.
             routed.awaiting_first_chunk = true;
         } else {
