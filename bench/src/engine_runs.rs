@@ -129,7 +129,7 @@ pub async fn run(
     let mut vllm = Vec::new();
     if pods == Pods::Vllm {
         eprintln!("{}/{name}: starting {count} fresh vLLM pods (30-70 s)", pods.name());
-        vllm = (0..count).map(|_| VllmPod::spawn(false, out)).collect();
+        vllm = (0..count).map(|_| VllmPod::vllm(false, out)).collect();
         for pod in &mut vllm {
             pod.wait_ready(&client).await;
         }

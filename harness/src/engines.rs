@@ -1,18 +1,18 @@
-//! Real vLLM pods (CPU), started with `engines/vllm/serve.sh` from the venv and model
-//! that `make vllm` installs. Each pod runs in its own process group: its API server
+//! Real engine pods on this machine, each started by its `engines/<engine>/serve.sh`
+//! in a process group of its own and killed as a group when dropped: vLLM's API server
 //! has children (EngineCore, its Worker) that a kill of the server alone would leave
-//! holding gigabytes, so the whole group is killed when the pod is dropped.
+//! holding gigabytes. This file holds the pod and vLLM's; `llamacpp.rs` llama.cpp's.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::artifacts::workspace_root;
 use crate::stack::{free_port, loopback};
 
-/// How long a pod may take to answer `/health` (30-70 s measured on 2 busy cores).
-const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a vLLM pod may take to answer `/health` (30-70 s measured on 2 busy cores).
+const VLLM_START_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The venv and the model `engines/vllm/setup.sh` builds, or why they are missing.
 pub fn vllm_installed() -> Result<(), String> {
@@ -30,33 +30,67 @@ pub fn vllm_installed() -> Result<(), String> {
     Ok(())
 }
 
-/// One real vLLM pod.
-pub struct VllmPod {
+/// How to start one engine's pod.
+pub struct PodCommand<'a> {
+    /// The engine's name, for messages and the log file.
+    pub engine: &'static str,
+    /// `engines/<engine>/serve.sh`, relative to the work tree; it takes the port first.
+    pub script: &'a str,
+    pub args: &'a [&'a str],
+    pub env: &'a [(&'a str, &'a str)],
+    /// How long it may take to answer `/health`.
+    pub start_timeout: Duration,
+}
+
+/// One real engine pod.
+pub struct EnginePod {
     pub address: SocketAddr,
     child: Option<Child>,
     pub log: PathBuf,
+    engine: &'static str,
+    start_timeout: Duration,
 }
 
-impl VllmPod {
-    /// Starts a pod serving `smollm2` (and the LoRA adapter `ad1` with `lora`); does
-    /// not wait for it: see [`VllmPod::wait_ready`].
-    pub fn spawn(lora: bool, log_dir: &std::path::Path) -> Self {
+/// A vLLM pod ([`EnginePod::vllm`]).
+pub type VllmPod = EnginePod;
+
+impl EnginePod {
+    /// Starts a pod on a free port, its output in `log_dir`; does not wait for it: see
+    /// [`EnginePod::wait_ready`].
+    pub fn spawn(command: &PodCommand<'_>, log_dir: &Path) -> Self {
         let port = free_port();
-        let log = log_dir.join(format!("vllm-{port}.log"));
+        let log = log_dir.join(format!("{}-{port}.log", command.engine));
         let out = std::fs::File::create(&log).expect("create the pod's log");
         let err = out.try_clone().expect("clone the log handle");
-        let mut command = Command::new(workspace_root().join("engines/vllm/serve.sh"));
-        command.arg(port.to_string()).stdin(Stdio::null()).stdout(out).stderr(err);
-        if lora {
-            command.env("VLLM_LORA", "1");
+        let mut process = Command::new(workspace_root().join(command.script));
+        process.arg(port.to_string()).args(command.args).stdin(Stdio::null()).stdout(out).stderr(err);
+        process.envs(command.env.iter().copied());
+        std::os::unix::process::CommandExt::process_group(&mut process, 0);
+        let child = process.spawn().unwrap_or_else(|e| panic!("start {}: {e}", command.script));
+        Self {
+            address: loopback(port),
+            child: Some(child),
+            log,
+            engine: command.engine,
+            start_timeout: command.start_timeout,
         }
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command.spawn().expect("start engines/vllm/serve.sh");
-        Self { address: loopback(port), child: Some(child), log }
+    }
+
+    /// A vLLM pod serving `smollm2` (and the LoRA adapter `ad1` with `lora`).
+    pub fn vllm(lora: bool, log_dir: &Path) -> Self {
+        let env: &[(&str, &str)] = if lora { &[("VLLM_LORA", "1")] } else { &[] };
+        let command = PodCommand {
+            engine: "vllm",
+            script: "engines/vllm/serve.sh",
+            args: &[],
+            env,
+            start_timeout: VLLM_START_TIMEOUT,
+        };
+        Self::spawn(&command, log_dir)
     }
 
     /// Waits until `/health` answers 200; panics with the pod's log tail if it exits
-    /// or takes longer than five minutes.
+    /// or takes longer than its start timeout.
     pub async fn wait_ready(&mut self, client: &reqwest::Client) {
         let started = Instant::now();
         let url = format!("http://{}/health", self.address);
@@ -65,10 +99,10 @@ impl VllmPod {
                 return;
             }
             let exited = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-            if exited.is_some() || started.elapsed() > START_TIMEOUT {
-                panic!("vLLM on {} did not start ({exited:?}):\n{}", self.address, self.log_tail());
+            if exited.is_some() || started.elapsed() > self.start_timeout {
+                panic!("{} on {} did not start ({exited:?}):\n{}", self.engine, self.address, self.log_tail());
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 
@@ -79,14 +113,21 @@ impl VllmPod {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
-    /// A counter or gauge from the pod's own `/metrics`, summed over its series.
-    pub async fn metric(&self, client: &reqwest::Client, name: &str) -> f64 {
+    /// The pod's own `/metrics` text, empty if it does not answer.
+    pub async fn metrics_text(&self, client: &reqwest::Client) -> String {
         let url = format!("http://{}/metrics", self.address);
-        let text = match client.get(&url).send().await {
+        match client.get(&url).send().await {
             Ok(response) => response.text().await.unwrap_or_default(),
-            Err(_) => return 0.0,
-        };
-        text.lines()
+            Err(_) => String::new(),
+        }
+    }
+
+    /// A counter or gauge from the pod's own `/metrics`, summed over its series; 0 if
+    /// absent or the pod does not answer.
+    pub async fn metric(&self, client: &reqwest::Client, name: &str) -> f64 {
+        self.metrics_text(client)
+            .await
+            .lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
@@ -102,7 +143,7 @@ impl VllmPod {
     }
 }
 
-impl Drop for VllmPod {
+impl Drop for EnginePod {
     fn drop(&mut self) {
         self.kill();
     }

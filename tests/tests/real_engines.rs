@@ -78,7 +78,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
     let dir = tempfile::tempdir().unwrap();
     // Both pods serve the adapter: vLLM loads adapters per pod at start, and a pool's
     // pods serve the same models.
-    let mut pods = vec![VllmPod::spawn(true, dir.path()), VllmPod::spawn(true, dir.path())];
+    let mut pods = vec![VllmPod::vllm(true, dir.path()), VllmPod::vllm(true, dir.path())];
     let started = Instant::now();
     for pod in &mut pods {
         pod.wait_ready(&client).await;

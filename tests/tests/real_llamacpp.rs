@@ -88,7 +88,7 @@ async fn the_gateway_routes_real_llamacpp_pods_on_their_own_signals() {
     }
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let mut pods = vec![LlamaCppPod::spawn(dir.path(), &[]), LlamaCppPod::spawn(dir.path(), &[])];
+    let mut pods = vec![LlamaCppPod::llamacpp(dir.path(), &[]), LlamaCppPod::llamacpp(dir.path(), &[])];
     let started = Instant::now();
     for pod in &mut pods {
         pod.wait_ready(&client).await;
