@@ -31,8 +31,9 @@ pub const MODEL: &str = "smollm2";
 /// 50 KV blocks of 128 tokens, and the speeds one idle pod showed (BENCHMARKS.md part
 /// 3): 1,064 uncached prompt tokens in 1.9 s (about 570 tokens/s), 64 new tokens after
 /// a cached 1,000 in 0.27 s, 32 tokens decoded at 37 ms each. The engines' own
-/// `request_prefill_time_seconds` reads lower under load (350-430 tokens/s), as it
-/// counts a request's whole prefill phase while batched with others.
+/// `request_prefill_time_seconds` reads lower under load (350-430 tokens/s), probably
+/// because it counts a request's whole prefill phase while batched with others (not
+/// measured).
 pub const SMOLLM2_CPU: EngineProfile = EngineProfile {
     max_num_seqs: 4,
     max_num_batched_tokens: 2048,
