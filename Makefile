@@ -13,7 +13,7 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
-  test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-vllm demo-envoy demo-filter \
+  test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath bench-engines inference-perf clean
 
 help: ## this list
@@ -152,6 +152,13 @@ demo-global: ## tier 2: a global router (with Redis rate limits) in front of two
 	@+$(DEMO_PREPARE) redis DEMO_BINS='$(DEMO_BINS) -p infergate-ratelimit --bin infergate-ratelimit'
 	@echo "[4/4] starting Redis, two simulated clusters with their gateways and agents, and the global router…"
 	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo-global.sh
+
+demo-replicas: ## three replicas of the demo gateway (Envoy on 8080, 8081, 8082) and one metrics agent pushing to all three, over the 4-pod simulated fleet
+	@$(DEMO_STEPS_1_2)
+	@echo "[3/4] building infergate-envoy-config, model-sim and metrics-agent (steps 1 to 3 run side by side)…"
+	@+$(DEMO_PREPARE)
+	@echo "[4/4] starting the simulated fleet, three Envoys and the metrics agent…"
+	@INFERGATE_DEMO_START=$(DEMO_START) scripts/demo-replicas.sh
 
 # vLLM's setup runs beside the builds, its output in .run/vllm-setup.log (first time:
 # minutes and 6.4 GB of downloads; then 0.1 s). Unlike model-sim, a pod takes 30-70 s

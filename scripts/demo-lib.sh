@@ -1,5 +1,6 @@
 # Shared by the demo scripts (sourced): Envoy from the project's venv, a fresh control
-# token, the first answer through a gateway, and stopping every started process on
+# token, the rendered bootstrap, make demo's simulated fleet, starting Envoy and the
+# agent, the first answer through a gateway, and stopping every started process on
 # Ctrl-C or exit.
 # shellcheck shell=bash
 
@@ -49,7 +50,7 @@ await_first_answer() {
       -H 'content-type: application/json' \
       -d "{\"model\":\"$model\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":1}") || true
     if [[ "$status" == 200 ]]; then
-      echo "gateway answering after $(($(date +%s) - demo_start)) s"
+      echo "gateway $gateway answering after $(($(date +%s) - demo_start)) s"
       return 0
     fi
     sleep 0.1
@@ -58,15 +59,61 @@ await_first_answer() {
   exit 1
 }
 
+# Renders the Envoy bootstrap $2 from the infergate.yaml $1, with the built filter.
+render_bootstrap() {
+  ./target/debug/infergate-envoy-config -c "$1" --wasm target/wasm32-wasip1/wasm/infergate_filter.wasm \
+    --explain -o "$2"
+}
+
+# Writes to $2 a copy of the infergate.yaml $1 with gateway.listen, gateway.control and
+# gateway.admin set to $3, $4 and $5 (host:port each); exits unless exactly those three
+# lines changed.
+gateway_copy() {
+  local changed
+  sed -E -e '/^gateway:/,/^[^[:space:]#]/{' \
+    -e "s/^([[:space:]]+listen:[[:space:]]*)[^[:space:]#]+/\\1$3/" \
+    -e "s/^([[:space:]]+control:[[:space:]]*)[^[:space:]#]+/\\1$4/" \
+    -e "s/^([[:space:]]+admin:[[:space:]]*)[^[:space:]#]+/\\1$5/" \
+    -e '}' "$1" > "$2"
+  changed=$(diff "$1" "$2" | grep -c '^>' || true)
+  if [[ "$changed" != 3 ]]; then
+    echo "$1: expected gateway.listen, gateway.control and gateway.admin each on a line of its own" >&2
+    exit 1
+  fi
+}
+
+# Starts make demo's simulated fleet (examples/infergate.yaml's pods): 4 pods on
+# 127.0.0.1:8001-8004 that also serve the sql-lora adapter; its log in $RUN/model-sim.log.
+start_demo_fleet() {
+  ./target/debug/model-sim --pods 4 --base-port 8001 --lora-adapters sql-lora --time-scale "${SIM_TIME_SCALE:-1}" \
+    > "$RUN/model-sim.log" 2>&1 &
+  pids+=($!)
+}
+
+# Starts Envoy (2 workers) from the bootstrap $1 with the token in $RUN/token, its access
+# log in $2-access.log and its own log in $2.log; further arguments go to Envoy.
+start_envoy() {
+  local bootstrap=$1 log=$2
+  shift 2
+  INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$bootstrap" --concurrency 2 --log-level warn "$@" \
+    > "$log-access.log" 2> "$log.log" &
+  pids+=($!)
+}
+
+# Starts the metrics agent on $CONFIG with the token in $RUN/token, its log in
+# $RUN/agent.log; further arguments go to the agent.
+# shellcheck disable=SC2120 # demo-replicas.sh passes --control, start_gateway nothing
+start_agent() {
+  ./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" "$@" > /dev/null 2> "$RUN/agent.log" &
+  pids+=($!)
+}
+
 # Starts Envoy from $RUN/envoy.yaml (admin on 127.0.0.1:9901) and the metrics agent on
 # $CONFIG, then waits until the gateway on 127.0.0.1:8080 answers a request for model $1.
 start_gateway() {
-  INFERGATE_CONTROL_TOKEN=$(cat "$RUN/token") "$ENVOY" -c "$RUN/envoy.yaml" --concurrency 2 --log-level warn \
-    > "$RUN/envoy-access.log" 2> "$RUN/envoy.log" &
-  pids+=($!)
+  start_envoy "$RUN/envoy.yaml" "$RUN/envoy"
   wait_ready 127.0.0.1:9901 "$RUN/envoy.log"
-  ./target/debug/metrics-agent run -c "$CONFIG" --token-file "$RUN/token" > /dev/null 2> "$RUN/agent.log" &
-  pids+=($!)
+  start_agent
   await_first_answer 127.0.0.1:8080 "$1"
 }
 

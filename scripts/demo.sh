@@ -12,11 +12,8 @@ source scripts/demo-lib.sh
 find_envoy
 new_token "$RUN/token"
 
-./target/debug/infergate-envoy-config -c "$CONFIG" --wasm target/wasm32-wasip1/wasm/infergate_filter.wasm \
-  --explain -o "$RUN/envoy.yaml"
-
-./target/debug/model-sim --pods 4 --base-port 8001 --lora-adapters sql-lora --time-scale "${SIM_TIME_SCALE:-1}" > "$RUN/model-sim.log" 2>&1 &
-pids+=($!)
+render_bootstrap "$CONFIG" "$RUN/envoy.yaml"
+start_demo_fleet
 start_gateway meta-llama/Llama-3.1-8B-Instruct
 
 cat <<MSG

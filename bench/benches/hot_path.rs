@@ -48,6 +48,7 @@ fn snapshot(pods: usize) -> Snapshot {
                 })
                 .collect(),
         }],
+        peers: Default::default(),
     }
 }
 

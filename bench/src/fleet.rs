@@ -122,6 +122,7 @@ impl Scraper {
                 created_at_ms: now_ms,
                 routing,
                 pools: vec![PoolState { name: POOL.into(), pods }],
+                peers: Default::default(),
             },
         }
     }

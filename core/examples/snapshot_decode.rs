@@ -34,6 +34,7 @@ fn fleet(pods: usize) -> Snapshot {
         created_at_ms: 1_000,
         routing,
         pools: vec![PoolState { name: "fleet".into(), pods: (0..pods).map(pod).collect() }],
+        peers: Default::default(),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod endpoint;
 pub mod filter_config;
 pub mod global;
 pub mod prefix;
+pub mod replicas;
 pub mod request;
 pub mod router;
 pub mod scoring;

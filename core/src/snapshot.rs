@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::RoutingConfig;
 use crate::endpoint::Endpoint;
+use crate::replicas::{DigestError, ReplicaDigest};
 
 /// Bumped on any change a reader of the previous version would misread.
 /// Version 3: `waiting`, `running` and `kv_cache_usage` became optional (unknown when
@@ -30,6 +31,10 @@ pub struct Snapshot {
     #[serde(with = "routing_as_json")]
     pub routing: RoutingConfig,
     pub pools: Vec<PoolState>,
+    /// The other gateway replicas' prefix records and load since this replica's last
+    /// snapshot (active-active, [`crate::replicas`]); empty with one replica.
+    #[serde(default)]
+    pub peers: ReplicaDigest,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,6 +115,8 @@ pub enum SnapshotError {
     TooManyPods { pool: String, count: usize },
     #[error("snapshot pod {address} has a signal that is not a finite, non-negative number")]
     BadSignal { address: Endpoint },
+    #[error("snapshot peers: {0}")]
+    Peers(#[from] DigestError),
 }
 
 #[derive(Deserialize)]
@@ -165,6 +172,7 @@ impl Snapshot {
             return Err(SnapshotError::Version { found: self.version });
         }
         self.routing.validate()?;
+        self.peers.check()?;
         for pool in &self.pools {
             if pool.pods.len() > MAX_PODS_PER_POOL {
                 return Err(SnapshotError::TooManyPods { pool: pool.name.clone(), count: pool.pods.len() });
@@ -212,6 +220,7 @@ mod tests {
                     }),
                 }],
             }],
+            peers: Default::default(),
         }
     }
 

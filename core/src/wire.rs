@@ -25,6 +25,9 @@ pub mod header {
     pub const TENANT: &str = "x-infergate-tenant";
     /// The prompt tokens charged at admission by the global router.
     pub const PROMPT_TOKENS: &str = "x-infergate-prompt-tokens";
+    /// On a snapshot push: how many gateway replicas the agent pushes to. Above one,
+    /// the control listener answers with this replica's digest for the others.
+    pub const REPLICAS: &str = "x-infergate-replicas";
     /// The pod that answered, set by model-sim on every response.
     pub const SERVED_BY: &str = "x-infergate-served-by";
     /// Headers only the gateway may set: a client's copies are removed before routing.
@@ -53,6 +56,9 @@ pub mod shared_data {
     pub const BACKLOG_PREFIX: &str = "infergate.backlog.";
     /// The router workers' prefix queues, one name per line.
     pub const PREFIX_PEERS: &str = "infergate.prefix-peers";
+    /// When the control listener last drained the outbox (8 bytes, little-endian Unix
+    /// ms): routers stop filling it when no agent has asked for a while.
+    pub const OUTBOX_DRAINED_AT: &str = "infergate.outbox-drained-at";
 }
 
 /// Envoy shared queues, named under the plugins' common `vm_id`.
@@ -61,6 +67,10 @@ pub mod queue {
     pub const SNAPSHOTS: &str = "infergate.snapshots";
     /// Prefix of each router worker's queue of prefix records from the others.
     pub const PREFIX_PREFIX: &str = "infergate.prefix.";
+    /// The replica's prefix records for the other replicas: listed among the prefix
+    /// queues, so every router worker sends there, and drained by the control listener
+    /// into its answer to each snapshot push.
+    pub const OUTBOX: &str = "infergate.prefix.outbox";
 }
 
 /// HTTP paths between processes.

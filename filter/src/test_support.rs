@@ -74,6 +74,7 @@ pub fn snapshot(sequence: u64, created_at_ms: u64, signals: &[PodSignals]) -> Ve
         created_at_ms,
         routing: routing(),
         pools: vec![PoolState { name: POOL.to_string(), pods }],
+        peers: Default::default(),
     };
     snapshot.encode().unwrap_or_default()
 }

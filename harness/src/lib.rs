@@ -17,4 +17,4 @@ pub mod soak;
 pub mod stack;
 
 pub use client::{Reply, chat_body};
-pub use stack::{BootstrapWriter, ModelSpec, Stack, StackSpec};
+pub use stack::{BootstrapWriter, GatewayReplica, ModelSpec, Stack, StackSpec};

@@ -93,6 +93,9 @@ pub struct StackSpec {
     /// Pods started elsewhere (real engines) instead of the simulated fleet: their
     /// engine and addresses, in pool order.
     pub external_pods: Option<(Engine, Vec<SocketAddr>)>,
+    /// Gateway replicas: separate Envoys, each on ports of its own, and one agent that
+    /// pushes to all of them (active-active). The first is the stack's own.
+    pub replicas: usize,
 }
 
 impl Default for StackSpec {
@@ -114,6 +117,7 @@ impl Default for StackSpec {
             hot_restart: false,
             bootstrap: None,
             external_pods: None,
+            replicas: 1,
         }
     }
 }
@@ -131,7 +135,39 @@ pub struct Stack {
     /// The hot-restart epoch of the running Envoy, if it can hot-restart.
     epoch: Option<u32>,
     agent: Option<Child>,
+    /// The replicas after the first, with `replicas > 1`.
+    pub more_replicas: Vec<GatewayReplica>,
     dir: tempfile::TempDir,
+}
+
+/// A gateway replica beside the stack's first: its own Envoy and ports, the same fleet
+/// and agent.
+pub struct GatewayReplica {
+    pub gateway_url: String,
+    pub control_url: String,
+    pub admin_url: String,
+    envoy: Child,
+}
+
+impl Drop for GatewayReplica {
+    fn drop(&mut self) {
+        let _ = self.envoy.kill();
+        let _ = self.envoy.wait();
+    }
+}
+
+/// Starts Envoy on the bootstrap at `path` with `concurrency` workers, no hot restart,
+/// the tests' control token, and its log to `log`.
+pub fn spawn_envoy(path: &std::path::Path, concurrency: u32, log: Stdio) -> Child {
+    Command::new(artifacts::envoy())
+        .arg("-c")
+        .arg(path)
+        .args(["--concurrency", &concurrency.to_string(), "--log-level", "info", "--disable-hot-restart"])
+        .env("INFERGATE_CONTROL_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start envoy on {}: {e}", path.display()))
 }
 
 /// A free port below Linux's ephemeral range (32768+), so that no outgoing connection
@@ -222,11 +258,16 @@ impl Stack {
             envoy: None,
             epoch: None,
             agent: None,
+            more_replicas: Vec::new(),
             dir,
         };
         stack.write_files(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
         stack.epoch = spec.hot_restart.then_some(0);
         stack.start_envoy(spec.envoy_concurrency).await;
+        for index in 1..spec.replicas {
+            let replica = stack.start_replica(index, spec.envoy_concurrency, spec.upstream_policy).await;
+            stack.more_replicas.push(replica);
+        }
         if spec.start_agent && spec.upstream_policy == UpstreamPolicy::Infergate {
             stack.start_agent().await;
         }
@@ -299,6 +340,43 @@ impl Stack {
         .await;
     }
 
+    /// Starts replica `index` (1 and up): the stack's config on ports of its own.
+    async fn start_replica(&self, index: usize, concurrency: u32, policy: UpstreamPolicy) -> GatewayReplica {
+        let mut config = self.config.clone();
+        config.gateway.listen = loopback(free_port());
+        config.gateway.control = loopback(free_port());
+        config.gateway.admin = loopback(free_port());
+        let options = RenderOptions { upstream_policy: policy, access_log: false, ..artifacts::render_options() };
+        let bootstrap = render_bootstrap_yaml(&config, &options).expect("render a replica's bootstrap");
+        let path = self.path(&format!("envoy-{index}.yaml"));
+        std::fs::write(&path, bootstrap).expect("write a replica's bootstrap");
+        let envoy = spawn_envoy(&path, concurrency, self.log_file(&format!("envoy-{index}.log")));
+        let replica = GatewayReplica {
+            gateway_url: format!("http://{}", config.gateway.listen),
+            control_url: format!("http://{}", config.gateway.control),
+            admin_url: format!("http://{}", config.gateway.admin),
+            envoy,
+        };
+        let ready = format!("{}/ready", replica.admin_url);
+        self.wait_until("a replica's Envoy to become ready", Duration::from_secs(30), || async {
+            self.client.get(&ready).send().await.is_ok_and(|r| r.status().is_success())
+        })
+        .await;
+        replica
+    }
+
+    /// Every replica's client URL, the stack's own first.
+    pub fn gateway_urls(&self) -> Vec<String> {
+        std::iter::once(self.gateway_url.clone())
+            .chain(self.more_replicas.iter().map(|r| r.gateway_url.clone()))
+            .collect()
+    }
+
+    /// Every replica's admin URL, the stack's own first.
+    pub fn admin_urls(&self) -> Vec<String> {
+        std::iter::once(self.admin_url.clone()).chain(self.more_replicas.iter().map(|r| r.admin_url.clone())).collect()
+    }
+
     /// Starts the agent on this stack's infergate.yaml and waits for its first
     /// accepted push.
     pub async fn start_agent(&mut self) {
@@ -317,6 +395,7 @@ impl Stack {
             .arg(self.path("token"))
             .arg("--listen")
             .arg(self.agent_url.trim_start_matches("http://"))
+            .args(self.replica_controls())
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
@@ -328,6 +407,16 @@ impl Stack {
             self.stat("infergate.control.accepted").await.unwrap_or(0) > before
         })
         .await;
+    }
+
+    /// `--control` for every replica when there are several; none (the config's
+    /// control listener) with one.
+    fn replica_controls(&self) -> Vec<String> {
+        if self.more_replicas.is_empty() {
+            return Vec::new();
+        }
+        let controls = std::iter::once(&self.control_url).chain(self.more_replicas.iter().map(|r| &r.control_url));
+        controls.flat_map(|url| ["--control".to_string(), url.clone()]).collect()
     }
 
     /// Hot-restarts Envoy: a new process of the next epoch takes the listeners over, the
@@ -391,7 +480,16 @@ impl Stack {
 
     /// Any of Envoy's counters or gauges, by its full name.
     pub async fn envoy_stat(&self, name: &str) -> Option<u64> {
-        let url = format!("{}/stats?filter=^{}$", self.admin_url, name.replace('.', "\\."));
+        self.envoy_stat_at(&self.admin_url, name).await
+    }
+
+    /// A `wasmcustom.*` counter or gauge of the replica whose admin is at `admin_url`.
+    pub async fn replica_stat(&self, admin_url: &str, name: &str) -> Option<u64> {
+        self.envoy_stat_at(admin_url, &format!("wasmcustom.{name}")).await
+    }
+
+    async fn envoy_stat_at(&self, admin_url: &str, name: &str) -> Option<u64> {
+        let url = format!("{}/stats?filter=^{}$", admin_url, name.replace('.', "\\."));
         let text = self.client.get(url).send().await.ok()?.text().await.ok()?;
         text.lines()
             .filter_map(|line| line.split_once(": "))
@@ -415,11 +513,19 @@ impl Stack {
     }
 
     pub async fn post(&self, path: &str, body: impl Into<reqwest::Body>, headers: &[(&str, &str)]) -> Reply {
-        let mut request = self
-            .client
-            .post(format!("{}{path}", self.gateway_url))
-            .header("content-type", "application/json")
-            .body(body);
+        self.post_at(&self.gateway_url, path, body, headers).await
+    }
+
+    /// As [`Self::post`], to the replica whose client URL is `gateway_url`.
+    pub async fn post_at(
+        &self,
+        gateway_url: &str,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request =
+            self.client.post(format!("{gateway_url}{path}")).header("content-type", "application/json").body(body);
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -497,6 +603,7 @@ impl Stack {
             created_at_ms: now,
             routing: self.config.routing_config(),
             pools,
+            peers: Default::default(),
         }
     }
 
@@ -528,8 +635,10 @@ impl Stack {
     }
 
     fn dump_logs(&self) {
-        for name in ["envoy.log", "envoy.out", "agent.log"] {
-            if let Ok(text) = std::fs::read_to_string(self.path(name)) {
+        let replicas = (1..=self.more_replicas.len()).map(|i| format!("envoy-{i}.log"));
+        let names = ["envoy.log", "envoy.out", "agent.log"].map(String::from).into_iter().chain(replicas);
+        for name in names {
+            if let Ok(text) = std::fs::read_to_string(self.path(&name)) {
                 let tail: Vec<&str> = text.lines().rev().take(40).collect();
                 eprintln!("----- {name} (last {} lines) -----", tail.len());
                 for line in tail.into_iter().rev() {

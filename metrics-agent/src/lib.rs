@@ -9,6 +9,7 @@
 
 pub mod discovery;
 pub mod push;
+pub mod replicas;
 pub mod scrape;
 pub mod telemetry;
 pub mod token;

@@ -11,12 +11,14 @@ use tokio::sync::{mpsc, watch};
 use clap::{Parser, Subcommand};
 use infergate_core::config::{Engine, InfergateConfig};
 use infergate_core::global::summarize;
+use infergate_core::replicas::ReplicaDigest;
 use infergate_core::snapshot::Snapshot;
 use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_metrics_agent::FleetScraper;
 use infergate_metrics_agent::discovery::kubernetes::{self, ControlEndpoints, NamespacedName};
 use infergate_metrics_agent::discovery::{Fleet, config_file};
 use infergate_metrics_agent::push::Pusher;
+use infergate_metrics_agent::replicas::ReplicaExchange;
 use infergate_metrics_agent::scrape::{fetch_metrics, unix_ms};
 use infergate_metrics_agent::telemetry::{self, PodLabel, TargetLabel, Telemetry};
 use infergate_metrics_agent::token::ControlToken;
@@ -224,6 +226,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         None => None,
     };
     let mut pusher = Pusher::new(client.clone(), controls, SNAPSHOT_PATH, token, push_timeout);
+    // A replica that stops answering for three rounds no longer counts its requests.
+    let mut exchange = ReplicaExchange::new(Duration::from_millis(3 * initial.agent.scrape_interval_ms));
     telemetry.track_gateways(pusher.targets().iter().map(String::as_str));
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut fleet_changes = follow_fleet(config, kube);
@@ -257,7 +261,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
         // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
         next_round = tokio::time::Instant::now() + interval.mul_f64(0.9 + fastrand::f64() * 0.2);
-        let snapshot = round(&mut scraper, &mut pusher, &telemetry).await;
+        let snapshot = round(&mut scraper, &mut pusher, &mut exchange, &telemetry).await;
         if let (Some(sender), Some((snapshot, gateway_healthy))) = (summaries.as_mut(), snapshot) {
             sender.send(&snapshot, gateway_healthy, &telemetry).await;
         }
@@ -357,9 +361,14 @@ fn follow_fleet(
     fleet
 }
 
-/// One scrape of every pod and one push to every gateway. Returns the snapshot and
-/// whether a gateway accepted it.
-async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Telemetry) -> Option<(Snapshot, bool)> {
+/// One scrape of every pod and one push to every gateway, each replica's snapshot with
+/// the others' digest. Returns the snapshot and whether a gateway accepted it.
+async fn round(
+    scraper: &mut FleetScraper,
+    pusher: &mut Pusher,
+    exchange: &mut ReplicaExchange,
+    telemetry: &Telemetry,
+) -> Option<(Snapshot, bool)> {
     let scrape_started = Instant::now();
     let snapshot = scraper.scrape().await;
     telemetry.scrape_seconds.observe(scrape_started.elapsed().as_secs_f64());
@@ -368,31 +377,42 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
         telemetry.scrape_errors.get_or_create(&PodLabel { pod: pod.to_string() }).inc();
     }
     telemetry.snapshots.inc();
-    let bytes = match snapshot.encode() {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot encode the snapshot");
-            return None;
+    let mut snapshot = snapshot;
+    exchange.set_targets(pusher.targets());
+    let started = Instant::now();
+    let mut bodies = Vec::with_capacity(pusher.targets().len());
+    for index in 0..pusher.targets().len() {
+        snapshot.peers = exchange.outgoing(index, started);
+        match snapshot.encode() {
+            Ok(bytes) => bodies.push(bytes::Bytes::from(bytes)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode the snapshot");
+                return None;
+            }
         }
-    };
-    telemetry.snapshot_bytes.set(i64::try_from(bytes.len()).unwrap_or(i64::MAX));
-    let size = bytes.len();
+    }
+    snapshot.peers = Default::default();
+    let size = bodies.first().map_or(0, bytes::Bytes::len);
+    telemetry.snapshot_bytes.set(i64::try_from(size).unwrap_or(i64::MAX));
     let push_started = Instant::now();
-    let attempts = pusher.push(bytes.into()).await;
+    let attempts = pusher.push_each(bodies).await;
     telemetry.push_seconds.observe(push_started.elapsed().as_secs_f64());
     let now = Instant::now();
     let mut all_ok = true;
     let mut any_accepted = false;
-    for (target, attempt) in pusher.targets().iter().zip(attempts) {
+    for (index, (target, attempt)) in pusher.targets().iter().zip(attempts).enumerate() {
         let label = TargetLabel { target: target.clone() };
         // Created at 0 on the first round, so that the series exists before a failure.
         let push_errors = telemetry.push_errors.get_or_create(&label);
+        if let Some(Ok(answer)) = &attempt.result {
+            take_digest(exchange, index, target, answer, now, telemetry);
+        }
         match attempt.result {
-            Some(Ok(())) if attempt.was_failing => {
+            Some(Ok(_)) if attempt.was_failing => {
                 any_accepted = true;
                 tracing::info!(%target, "push recovered");
             }
-            Some(Ok(())) => {
+            Some(Ok(_)) => {
                 any_accepted = true;
                 tracing::debug!(%target, sequence = snapshot.sequence, bytes = size, "pushed");
             }
@@ -410,6 +430,32 @@ async fn round(scraper: &mut FleetScraper, pusher: &mut Pusher, telemetry: &Tele
     }
     telemetry.set_ready(all_ok && !pusher.targets().is_empty());
     Some((snapshot, any_accepted))
+}
+
+/// A replica's answer to its push: its digest, for the other replicas. An empty answer
+/// is a lone replica's (or an older gateway's); one that does not decode is logged.
+fn take_digest(
+    exchange: &mut ReplicaExchange,
+    index: usize,
+    target: &str,
+    answer: &[u8],
+    now: Instant,
+    telemetry: &Telemetry,
+) {
+    if answer.is_empty() {
+        return;
+    }
+    match ReplicaDigest::decode(answer) {
+        Ok(digest) => {
+            telemetry.replica_records.inc_by(digest.records.len() as u64);
+            let dropped = exchange.dropped();
+            exchange.incoming(index, digest, now);
+            if exchange.dropped() > dropped {
+                tracing::warn!(%target, dropped = exchange.dropped() - dropped, "a replica's inbox is full: its oldest prefix records were dropped");
+            }
+        }
+        Err(e) => tracing::warn!(%target, error = %e, "the gateway's answer is not a replica digest; ignored"),
+    }
 }
 
 /// Tier 2: this cluster's summary to every global router, after each round.
@@ -441,7 +487,7 @@ impl SummarySender {
                         tracing::warn!(%target, error = %e, "summary push failed; retrying with backoff");
                     }
                 }
-                Some(Ok(())) if attempt.was_failing => tracing::info!(%target, "summary push recovered"),
+                Some(Ok(_)) if attempt.was_failing => tracing::info!(%target, "summary push recovered"),
                 _ => {}
             }
         }

@@ -1,10 +1,13 @@
 //! Pushes encoded snapshots to every gateway's control listener, and a cluster's
-//! summaries to every global router's.
+//! summaries to every global router's. A snapshot push says how many gateway replicas
+//! there are; with several, each answers with its digest for the others.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::join_all;
+use infergate_core::wire::header::REPLICAS;
+use infergate_core::wire::path::SNAPSHOT;
 
 use crate::token::ControlToken;
 
@@ -32,8 +35,9 @@ struct History {
 /// What happened to one gateway in one push.
 #[derive(Debug)]
 pub struct Attempt {
-    /// `None` while the gateway's backoff has not elapsed: nothing was sent.
-    pub result: Option<Result<(), PushError>>,
+    /// `None` while the gateway's backoff has not elapsed: nothing was sent. On
+    /// success, the body of the answer (a replica's digest, or empty).
+    pub result: Option<Result<Bytes, PushError>>,
     /// Whether the gateway was failing before this push.
     pub was_failing: bool,
     /// The last accepted push, this one included: the age of what the gateway holds.
@@ -85,21 +89,26 @@ impl Pusher {
         self.history = history;
     }
 
-    /// Pushes to all targets at once; one attempt per target, in order. A failing
-    /// target is skipped until its backoff has elapsed.
-    pub async fn push(&mut self, snapshot: Bytes) -> Vec<Attempt> {
+    /// Pushes `body` to all targets at once; one attempt per target, in order. A
+    /// failing target is skipped until its backoff has elapsed.
+    pub async fn push(&mut self, body: Bytes) -> Vec<Attempt> {
+        let bodies = vec![body; self.targets.len()];
+        self.push_each(bodies).await
+    }
+
+    /// As [`Self::push`], with one body per target, in target order (each replica's
+    /// snapshot carries the other replicas' digest). A missing body sends nothing.
+    pub async fn push_each(&mut self, bodies: Vec<Bytes>) -> Vec<Attempt> {
         let now = Instant::now();
         let this = &*self;
-        let results = join_all(this.targets.iter().zip(&this.history).map(|(url, history)| {
-            let snapshot = snapshot.clone();
-            async move {
+        let results =
+            join_all(this.targets.iter().zip(&this.history).zip(bodies).map(|((url, history), body)| async move {
                 match history.retry {
                     Some((at, _)) if at > now => None,
-                    _ => Some(this.push_one(url, snapshot).await),
+                    _ => Some(this.push_one(url, body).await),
                 }
-            }
-        }))
-        .await;
+            }))
+            .await;
         let done = Instant::now();
         self.history
             .iter_mut()
@@ -107,7 +116,7 @@ impl Pusher {
             .map(|(history, result)| {
                 let was_failing = history.retry.is_some();
                 match &result {
-                    Some(Ok(())) => *history = History { retry: None, last_success: Some(done) },
+                    Some(Ok(_)) => *history = History { retry: None, last_success: Some(done) },
                     Some(Err(_)) => {
                         let pause = history.retry.map_or(FIRST_BACKOFF, |(_, last)| (last * 2).min(MAX_BACKOFF));
                         history.retry = Some((done + pause, pause));
@@ -119,20 +128,20 @@ impl Pusher {
             .collect()
     }
 
-    async fn push_one(&self, url: &str, snapshot: Bytes) -> Result<(), PushError> {
-        let response = self
+    async fn push_one(&self, url: &str, body: Bytes) -> Result<Bytes, PushError> {
+        let mut request = self
             .client
             .post(url)
             .timeout(self.timeout)
             .header("authorization", self.token.bearer_header())
-            .header("content-type", "application/msgpack")
-            .body(snapshot)
-            .send()
-            .await
-            .map_err(|e| PushError::Transport(e.to_string()))?;
+            .header("content-type", "application/msgpack");
+        if self.path == SNAPSHOT {
+            request = request.header(REPLICAS, self.targets.len());
+        }
+        let response = request.body(body).send().await.map_err(|e| PushError::Transport(e.to_string()))?;
         let status = response.status();
         if status.is_success() {
-            return Ok(());
+            return response.bytes().await.map_err(|e| PushError::Transport(format!("reading the answer: {e}")));
         }
         let body = response.text().await.unwrap_or_default();
         Err(PushError::Refused { status: status.as_u16(), body: body.chars().take(300).collect() })

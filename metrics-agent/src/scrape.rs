@@ -188,7 +188,14 @@ impl FleetScraper {
             }
         }
         self.sequence += 1;
-        Snapshot { version: SNAPSHOT_VERSION, sequence: self.sequence, created_at_ms: now, routing, pools }
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            sequence: self.sequence,
+            created_at_ms: now,
+            routing,
+            pools,
+            peers: Default::default(),
+        }
     }
 
     fn update(

@@ -40,6 +40,8 @@ pub struct Telemetry {
     pub fleet_changes: Counter,
     pub push_age_seconds: Family<TargetLabel, Gauge<f64, AtomicU64>>,
     pub gateways: Gauge,
+    /// Prefix records the gateway replicas sent, to pass on to the others.
+    pub replica_records: Counter,
     /// The pods with a `scrape_errors` series.
     pods_with_series: Mutex<BTreeSet<String>>,
     /// The snapshot push targets with `push_errors` and `push_age_seconds` series.
@@ -96,6 +98,7 @@ impl Telemetry {
             fleet_changes: Counter::default(),
             push_age_seconds: Family::default(),
             gateways: Gauge::default(),
+            replica_records: Counter::default(),
             pods_with_series: Mutex::new(BTreeSet::new()),
             gateways_with_series: Mutex::new(BTreeSet::new()),
             ready: AtomicBool::new(false),
@@ -127,6 +130,11 @@ impl Telemetry {
                 telemetry.push_age_seconds.clone(),
             );
             registry.register("gateways", "Gateway replicas snapshots are pushed to", telemetry.gateways.clone());
+            registry.register(
+                "replica_prefix_records",
+                "Prefix records gateway replicas reported, passed on to the other replicas",
+                telemetry.replica_records.clone(),
+            );
         }
         Arc::new(telemetry)
     }

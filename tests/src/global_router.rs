@@ -13,7 +13,7 @@ use infergate_envoy_config::render_global_bootstrap_yaml;
 
 use crate::artifacts;
 use crate::client::{Reply, chat_body, read_reply};
-use crate::stack::{Stack, TOKEN, free_port, loopback};
+use crate::stack::{Stack, TOKEN, free_port, loopback, spawn_envoy};
 
 /// The round trip the global router adds for the other region (loopback has none).
 const CROSS_REGION_RTT_MS: f64 = 60.0;
@@ -82,15 +82,7 @@ impl GlobalRouter {
         let path = dir.path().join("global.yaml");
         std::fs::write(&path, render_global_bootstrap_yaml(&config, &options).expect("render")).expect("write");
         let log = std::fs::File::create(dir.path().join("envoy.log")).expect("a log file");
-        let envoy = Command::new(artifacts::envoy())
-            .arg("-c")
-            .arg(&path)
-            .args(["--concurrency", "2", "--disable-hot-restart", "--log-level", "info"])
-            .env("INFERGATE_CONTROL_TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start the global Envoy");
+        let envoy = spawn_envoy(&path, 2, Stdio::from(log));
         let router = Self {
             url: format!("http://{}", config.gateway.listen),
             control_url: format!("http://{}", config.gateway.control),

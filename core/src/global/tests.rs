@@ -226,6 +226,7 @@ mod summarizing {
                 }],
             },
             pools: vec![PoolState { name: "a".into(), pods }],
+            peers: Default::default(),
         }
     }
 

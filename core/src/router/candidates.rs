@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::DecisionBasis;
-use super::ledger::LoadLedger;
+use super::ledger::{LoadLedger, PodLoad};
 use crate::config::{PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
 use crate::prefix::PrefixIndex;
@@ -16,6 +16,8 @@ pub(super) struct Inputs<'a> {
     pub pool: &'a PoolConfig,
     pub snapshot: Option<&'a Snapshot>,
     pub ledger: &'a dyn LoadLedger,
+    /// The other gateway replicas' load, as of the snapshot (empty with one replica).
+    pub peer_load: &'a HashMap<Endpoint, PodLoad>,
     /// In-flight counts when the snapshot was adopted: what its scrape already saw.
     pub baseline: &'a HashMap<Endpoint, u32>,
     pub prefix: &'a PrefixIndex,
@@ -25,6 +27,15 @@ pub(super) struct Inputs<'a> {
     /// The pool's learned correction of its predictions (`calibration`).
     pub ttft_factor: f64,
     pub now_ms: u64,
+}
+
+impl Inputs<'_> {
+    /// What every replica has sent `pod` and not finished: this one's live count, the
+    /// others' as of the snapshot.
+    fn load(&self, pod: Endpoint) -> PodLoad {
+        let peers = self.peer_load.get(&pod).copied().unwrap_or_default();
+        self.ledger.load(pod).and(peers)
+    }
 }
 
 /// Fills `candidates` (and whether each is `fresh`) for one request; returns what the
@@ -77,7 +88,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     let Some(signals) = &pod.signals else {
         return (unobserved(pod.address, inputs, false), false);
     };
-    let load = inputs.ledger.load(pod.address);
+    let load = inputs.load(pod.address);
     let in_flight = load.in_flight;
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
     let mut candidate = Candidate {
@@ -139,7 +150,7 @@ fn fresh_load(signals: &PodSignals, in_flight: u32, baseline: Option<&u32>) -> (
 /// A pod ranked on in-flight counts alone. One that has never reported metrics while
 /// others have is penalized; with no snapshot at all, every pod is alike.
 fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Candidate {
-    let load = inputs.ledger.load(endpoint);
+    let load = inputs.load(endpoint);
     let in_flight = f64::from(load.in_flight);
     Candidate {
         endpoint,

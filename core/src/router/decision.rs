@@ -99,6 +99,9 @@ pub struct Decision {
     /// Uncached prompt tokens counted as pending prefill on the chosen pod until
     /// [`super::Router::prefill_done`].
     pub pending_prefill_tokens: u64,
+    /// How old the snapshot the decision used was (from the agent's clock to this
+    /// gateway's), or `None` without one.
+    pub snapshot_age_ms: Option<u64>,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,
 }
@@ -119,7 +122,7 @@ impl Decision {
     /// The `x-infergate-decision` value.
     pub fn explain(&self) -> String {
         let mut out = format!(
-            "pool={}; basis={}; scoring={}; spilled={}; prefix_blocks={}; endpoints={}; chosen=",
+            "pool={}; basis={}; scoring={}; spilled={}; prefix_blocks={}; snapshot_age_ms={}; endpoints={}; chosen=",
             self.pool,
             self.basis.as_str(),
             match self.scoring {
@@ -128,6 +131,7 @@ impl Decision {
             },
             self.spilled,
             self.prefix_hashes.len(),
+            self.snapshot_age_ms.map_or_else(|| "-".to_string(), |age| age.to_string()),
             self.endpoint_header()
         );
         self.chosen.describe(&mut out);

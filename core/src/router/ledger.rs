@@ -24,6 +24,14 @@ impl PodLoad {
             pending_prefill_tokens: self.pending_prefill_tokens.saturating_add_signed(pending_prefill_tokens),
         }
     }
+
+    /// This load and `other`'s together: this gateway's and the other replicas'.
+    pub fn and(self, other: PodLoad) -> Self {
+        Self {
+            in_flight: self.in_flight.saturating_add(other.in_flight),
+            pending_prefill_tokens: self.pending_prefill_tokens.saturating_add(other.pending_prefill_tokens),
+        }
+    }
 }
 
 pub trait LoadLedger {

@@ -31,6 +31,8 @@ pub struct Router {
     snapshot: Option<Snapshot>,
     /// In-flight counts when the snapshot was adopted (its scrape already saw those).
     baseline: HashMap<Endpoint, u32>,
+    /// The other gateway replicas' load per pod, from the snapshot.
+    peer_load: HashMap<Endpoint, PodLoad>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
     capacity: HashMap<Endpoint, usize>,
     prefix: PrefixIndex,
@@ -48,6 +50,7 @@ impl Router {
             config,
             snapshot: None,
             baseline: HashMap::new(),
+            peer_load: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
             chars_per_token: CharsPerToken::default(),
@@ -69,17 +72,21 @@ impl Router {
     }
 
     /// Adopts a validated snapshot: its config becomes active, each pod's current
-    /// in-flight count becomes the baseline that its scrape already reflects, and pods
-    /// that left are forgotten by the prefix index.
-    pub fn apply_snapshot(&mut self, snapshot: Snapshot, ledger: &dyn LoadLedger) {
+    /// in-flight count (this replica's and the others') becomes the baseline that its
+    /// scrape already reflects, pods that left are forgotten by the prefix index, and
+    /// the other replicas' prefix records join it.
+    pub fn apply_snapshot(&mut self, mut snapshot: Snapshot, ledger: &dyn LoadLedger) {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
+        let peers = std::mem::take(&mut snapshot.peers);
+        self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         self.baseline.clear();
         let mut capacity = HashMap::new();
         for pool in &snapshot.pools {
             let chars_per_token = self.chars_per_token.ratio(&pool.name);
             for pod in &pool.pods {
-                self.baseline.insert(pod.address, ledger.in_flight(pod.address));
+                let peer_in_flight = self.peer_load.get(&pod.address).map_or(0, |l| l.in_flight);
+                self.baseline.insert(pod.address, ledger.in_flight(pod.address).saturating_add(peer_in_flight));
                 let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
                 let blocks =
                     kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as usize);
@@ -95,6 +102,12 @@ impl Router {
         self.capacity = capacity;
         self.config = snapshot.routing.clone();
         self.snapshot = Some(snapshot);
+        // Only pods of this snapshot: a record naming another is a replica's stale news.
+        for record in &peers.records {
+            if self.capacity.contains_key(&record.pod) {
+                self.record_prefix(record.pod, &record.hashes);
+            }
+        }
     }
 
     /// Chooses the ranked endpoints for a request and counts it in flight on the first.
@@ -120,6 +133,7 @@ impl Router {
             pool,
             snapshot: self.snapshot.as_ref(),
             ledger: &*ledger,
+            peer_load: &self.peer_load,
             baseline: &self.baseline,
             prefix: &self.prefix,
             hashes: &hashes,
@@ -187,6 +201,7 @@ impl Router {
             spilled: shape.best_matched_blocks > chosen.matched_blocks,
             prefix_hashes: hashes,
             pending_prefill_tokens,
+            snapshot_age_ms: self.snapshot.as_ref().map(|s| now_ms.saturating_sub(s.created_at_ms)),
             chosen,
             runner_up,
         };

@@ -65,6 +65,7 @@ fn snapshot(pool_name: &str, pods: Vec<PodState>) -> Snapshot {
         created_at_ms: 1_000,
         routing: config(),
         pools: vec![PoolState { name: pool_name.into(), pods }],
+        peers: Default::default(),
     }
 }
 
@@ -406,4 +407,63 @@ fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
         let held = router.prefix_index().matched_blocks(ep(9), &first.prefix_hashes);
         assert_eq!(held > 0, learned, "learned={learned}: {held} blocks of the first prompt held");
     }
+}
+
+#[test]
+fn another_replicas_prefix_record_draws_the_conversation_to_its_pod() {
+    let prompt = chat("base", &"a long shared system prompt, then the first question. ".repeat(20));
+    let hashes = hashes_of(&prompt);
+    let idle = || vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 0.0, 0.1, 1_000)];
+    let mut with_record = snapshot("a", idle());
+    with_record.peers.records = vec![
+        crate::prefix::PrefixRecord { pod: ep(3), hashes: hashes.clone() },
+        // A pod that left the pool: ignored, not an error.
+        crate::prefix::PrefixRecord { pod: ep(99), hashes: hashes.clone() },
+    ];
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    router.apply_snapshot(with_record, &ledger);
+    let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
+    assert_eq!((d.endpoints[0], d.chosen.matched_blocks), (ep(3), hashes.len()));
+    assert!(router.prefix_index().pods().all(|p| *p != ep(99)));
+    assert!(router.snapshot().is_some_and(|s| s.peers.records.is_empty()), "records are kept once, in the index");
+}
+
+#[test]
+fn other_replicas_in_flight_requests_count_on_pods_without_metrics() {
+    // Pods 1-3 have not reported: the ranking is on in-flight counts, and the other
+    // replicas have five requests on pod 1 and two on pod 2.
+    let unscraped = |port| PodState { address: ep(port), ready: true, scraped_at_ms: None, signals: None };
+    let mut snap = snapshot("a", vec![unscraped(1), unscraped(2), unscraped(3)]);
+    snap.peers.load = vec![
+        crate::replicas::PeerLoad { pod: ep(1), in_flight: 5, pending_prefill_tokens: 5_000 },
+        crate::replicas::PeerLoad { pod: ep(2), in_flight: 2, pending_prefill_tokens: 2_000 },
+    ];
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    router.apply_snapshot(snap, &ledger);
+    let firsts: Vec<Endpoint> =
+        (0..3).map(|_| router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints[0]).collect();
+    assert_eq!(firsts[..2], [ep(3), ep(3)], "{firsts:?}");
+    assert_ne!(firsts[2], ep(1), "pod 1, busiest fleet-wide, is left alone");
+}
+
+#[test]
+fn other_replicas_requests_at_adoption_are_not_counted_as_sent_since_the_scrape() {
+    // The scrape says pod 1 runs 4: the other replicas' 4 requests there. Counting them
+    // again as sent since the scrape would predict a queue that is not there.
+    let busy = |port, running: f64| {
+        PodState::scraped(
+            ep(port),
+            1_000,
+            PodSignals { waiting: Some(0.0), running: Some(running), kv_cache_usage: Some(0.2), ..Default::default() },
+        )
+    };
+    let mut snap = snapshot("a", vec![busy(1, 4.0)]);
+    snap.peers.load = vec![crate::replicas::PeerLoad { pod: ep(1), in_flight: 4, pending_prefill_tokens: 0 }];
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    router.apply_snapshot(snap, &ledger);
+    let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
+    assert_eq!(d.chosen.waiting, 0.0, "the peers' requests are in the scrape's running count, not waiting");
 }

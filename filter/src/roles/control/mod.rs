@@ -2,6 +2,12 @@
 //! and only if it decodes and validates, so a bad push can never replace the active
 //! snapshot. Accepted pushes go to the singleton through the shared queue. On the
 //! global router, the same filter takes clusters' summaries (`POST /v1/summary`).
+//!
+//! When the agent pushes to several gateway replicas, an accepted snapshot is answered
+//! with this replica's digest (`outbox`), which the agent passes on to the others; with
+//! one replica the answer stays an empty 204.
+
+mod outbox;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -9,6 +15,7 @@ use std::rc::Rc;
 use infergate_core::control::bearer_token_matches;
 use infergate_core::filter_config::ControlRole;
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
+use infergate_core::wire::header::REPLICAS as REPLICAS_HEADER;
 use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_core::wire::queue::SNAPSHOTS;
 use infergate_core::wire::shared_data::SEQUENCE;
@@ -41,6 +48,9 @@ pub struct ControlShared {
     vm_id: String,
     /// Resolved lazily: the singleton may register after this filter starts.
     queue: Cell<Option<u32>>,
+    /// Registered at the first push that says several replicas are served, so that a
+    /// lone gateway never collects records.
+    outbox: Cell<Option<u32>>,
     metrics: ControlMetrics,
 }
 
@@ -57,6 +67,7 @@ impl ControlShared {
             token: token.trim().to_string(),
             vm_id: role.vm_id,
             queue: Cell::new(None),
+            outbox: Cell::new(None),
             metrics: ControlMetrics::define(&host),
             host,
         })
@@ -67,6 +78,13 @@ impl ControlShared {
             self.queue.set(self.host.resolve_queue(&self.vm_id, SNAPSHOTS));
         }
         self.queue.get()
+    }
+
+    fn outbox(&self) -> Option<u32> {
+        if self.outbox.get().is_none() {
+            self.outbox.set(outbox::open(&*self.host));
+        }
+        self.outbox.get()
     }
 }
 
@@ -79,13 +97,15 @@ enum Push {
 
 impl RootEvents for Rc<ControlShared> {
     fn new_stream(&self) -> Box<dyn StreamEvents> {
-        Box::new(ControlHttp { shared: Rc::clone(self), push: Push::Snapshot })
+        Box::new(ControlHttp { shared: Rc::clone(self), push: Push::Snapshot, replicated: false })
     }
 }
 
 struct ControlHttp {
     shared: Rc<ControlShared>,
     push: Push,
+    /// The agent pushes to more than one replica (the push's `x-infergate-replicas`).
+    replicated: bool,
 }
 
 impl ControlHttp {
@@ -158,7 +178,12 @@ impl ControlHttp {
         }
         self.shared.metrics.accepted.increment();
         log::debug!("infergate control: accepted snapshot {}", snapshot.sequence);
-        self.host().reply(204, &[], b"");
+        if !self.replicated {
+            self.host().reply(204, &[], b"");
+            return Flow::Pause;
+        }
+        let digest = outbox::digest(self.host(), self.shared.outbox(), &snapshot);
+        self.host().reply(200, &[("content-type", "application/msgpack")], &digest.encode());
         Flow::Pause
     }
 }
@@ -195,6 +220,9 @@ impl StreamEvents for ControlHttp {
             self.shared.metrics.unauthorized.increment();
             return self.answer(401, "missing or wrong bearer token");
         }
+        self.replicated =
+            self.host().request_header_text(REPLICAS_HEADER).and_then(|v| v.trim().parse::<u32>().ok()).unwrap_or(1)
+                > 1;
         let declared = self.host().request_header_text("content-length").and_then(|v| v.parse::<usize>().ok());
         if declared.is_some_and(|len| len > MAX_SNAPSHOT_BYTES) {
             return self.answer(413, "snapshot too large");

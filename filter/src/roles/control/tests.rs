@@ -1,8 +1,9 @@
-use infergate_core::wire::{path, shared_data};
+use infergate_core::replicas::{PeerLoad, ReplicaDigest};
+use infergate_core::wire::{header, path, queue, shared_data};
 
-use crate::host::fake::{FakeEnvoy, take_logs};
+use crate::host::fake::{FakeEnvoy, Reply, take_logs};
 use crate::shared::generation;
-use crate::test_support::{Gateway, TOKEN_ENV, VM_ID, control_config, idle, push, snapshot, summary};
+use crate::test_support::{Gateway, TOKEN, TOKEN_ENV, VM_ID, control_config, idle, pod, push, snapshot, summary};
 
 fn generation_of(gateway: &Gateway) -> u64 {
     gateway.envoy.shared_value(shared_data::GENERATION).map_or(0, |b| generation::decode(&b))
@@ -116,4 +117,67 @@ fn summaries_are_stored_per_cluster_and_replays_refused() {
     assert_eq!(error_of(&replay), (409, "sequence 3 of cluster east is not newer than 3".to_string()));
     let garbage = push(&gateway.control, path::SUMMARY, b"nope");
     assert_eq!(error_of(&garbage).0, 400);
+}
+
+/// A snapshot push from an agent that serves `replicas` gateways; the reply.
+fn push_to_replicas(gateway: &Gateway, replicas: &str, sequence: u64) -> Reply {
+    let mut stream = gateway.control.stream();
+    let bearer = format!("Bearer {TOKEN}");
+    let body = snapshot(sequence, gateway.envoy.now_ms(), &[idle(), idle(), idle()]);
+    stream.request("POST", path::SNAPSHOT, &[("authorization", &bearer), (header::REPLICAS, replicas)], &[&body]);
+    gateway.envoy.deliver();
+    stream.reply().cloned().unwrap_or_else(|| panic!("no reply to push {sequence}"))
+}
+
+fn digest_of(reply: &Reply) -> ReplicaDigest {
+    assert_eq!((reply.status, reply.header("content-type")), (200, Some("application/msgpack")));
+    ReplicaDigest::decode(&reply.body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn outbox_length(gateway: &Gateway) -> usize {
+    gateway.envoy.queued(queue::OUTBOX).values().sum()
+}
+
+#[test]
+fn with_several_replicas_a_push_is_answered_with_this_replicas_records_and_load() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(digest_of(&push_to_replicas(&gateway, "3", 1)), ReplicaDigest::default());
+    gateway.route(1, "join").0.end();
+    let (mut stream, chosen) = gateway.route(0, &"a replicated conversation ".repeat(160));
+    let chosen = chosen.unwrap_or_default();
+    stream.respond(&chosen, 200, "application/json", &[b"{}"]);
+    assert_eq!(outbox_length(&gateway), 1, "the first token's record went to the outbox too");
+
+    let digest = digest_of(&push_to_replicas(&gateway, "3", 2));
+    assert_eq!(digest.records.iter().map(|r| r.pod).collect::<Vec<_>>(), [pod(&chosen)]);
+    assert!(digest.records.iter().all(|r| r.hashes.len() > 10), "{:?}", digest.records);
+    assert_eq!(digest.load, [PeerLoad { pod: pod(&chosen), in_flight: 1, pending_prefill_tokens: 0 }]);
+    assert_eq!(outbox_length(&gateway), 0);
+
+    stream.end();
+    assert_eq!(digest_of(&push_to_replicas(&gateway, "3", 3)), ReplicaDigest::default(), "drained and idle");
+}
+
+#[test]
+fn a_lone_replica_is_answered_204_and_collects_nothing() {
+    let gateway = Gateway::new(2, false);
+    let reply = push_to_replicas(&gateway, "1", 1);
+    assert_eq!((reply.status, reply.body.len()), (204, 0));
+    gateway.route(1, "join").0.end();
+    let (mut stream, chosen) = gateway.route(0, &"a lone conversation ".repeat(200));
+    stream.respond(&chosen.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+    assert!(gateway.envoy.queued(queue::OUTBOX).is_empty(), "the outbox was registered");
+}
+
+#[test]
+fn without_pushes_the_routers_stop_filling_the_outbox() {
+    let gateway = Gateway::new(2, false);
+    push_to_replicas(&gateway, "2", 1);
+    gateway.route(1, "join").0.end();
+    // The agent died: no push for over a second.
+    gateway.envoy.advance_ms(1_001);
+    let (mut stream, chosen) = gateway.route(0, &"after the agent died ".repeat(200));
+    stream.respond(&chosen.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+    assert_eq!(outbox_length(&gateway), 0);
+    assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 1, "the other worker still gets it");
 }

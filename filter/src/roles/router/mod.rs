@@ -1,9 +1,9 @@
 //! The router role, on the main listener: per-worker state shared by its streams (the
 //! core router, the snapshot generation it decoded, its metrics and prefix peers).
 
-mod ledger;
+pub(crate) mod ledger;
 mod metrics;
-mod peers;
+pub(crate) mod peers;
 mod request;
 
 use std::cell::{Cell, RefCell};

@@ -9,13 +9,17 @@
 //! therefore sent in batches: the first record after a quiet period goes at once, so
 //! a conversation's next turn finds its prefix on any worker; under load the rest wait
 //! at most `FLUSH_PERIOD_MS` for this worker's tick.
+//!
+//! The registry also lists the replica's outbox ([`OUTBOX`]), which the control
+//! listener drains for the other replicas at each snapshot push. Records go there only
+//! while pushes drain it: with the agent gone, they would pile up in Envoy's memory.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use infergate_core::prefix::PrefixRecord;
-use infergate_core::wire::queue::PREFIX_PREFIX;
-use infergate_core::wire::shared_data::PREFIX_PEERS;
+use infergate_core::wire::queue::{OUTBOX, PREFIX_PREFIX};
+use infergate_core::wire::shared_data::{OUTBOX_DRAINED_AT, PREFIX_PEERS};
 
 use super::metrics::PeerMetrics;
 use crate::host::Host;
@@ -26,6 +30,9 @@ const MAX_PEERS: usize = 64;
 const FLUSH_PERIOD_MS: u64 = 5;
 /// Hashes that make a batch go at once.
 const FLUSH_HASHES: usize = 8_192;
+/// The outbox is filled only if a push drained it this recently: ten default
+/// intervals, so a slow push or two do not lose records.
+const OUTBOX_MAX_IDLE_MS: u64 = 1_000;
 
 pub struct PrefixPeers {
     host: Rc<dyn Host>,
@@ -128,15 +135,20 @@ impl PrefixPeers {
         pending.clear();
         drop(pending);
         self.last_flush_ms.set(now_ms);
-        self.broadcast(&message);
+        self.broadcast(&message, now_ms);
     }
 
-    /// Enqueues `message` on every other worker's queue.
-    fn broadcast(&self, message: &[u8]) {
+    /// Enqueues `message` on every other worker's queue, and on the outbox if a push
+    /// drained it lately.
+    fn broadcast(&self, message: &[u8], now_ms: u64) {
         self.refresh();
         let Ok(mut peers) = self.peers.try_borrow_mut() else { return };
         self.metrics.batches.increment();
+        let outbox_drained = outbox_drained_since(&*self.host, now_ms.saturating_sub(OUTBOX_MAX_IDLE_MS));
         for (name, queue) in peers.iter_mut() {
+            if name == OUTBOX && !outbox_drained {
+                continue;
+            }
             if queue.is_none() {
                 *queue = self.host.resolve_queue(&self.vm_id, name);
             }
@@ -173,8 +185,25 @@ fn registry_names(value: Option<&[u8]>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the control listener drained the outbox at or after `since_ms`.
+fn outbox_drained_since(host: &dyn Host, since_ms: u64) -> bool {
+    let drained_at = host.shared_value(OUTBOX_DRAINED_AT).and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok());
+    drained_at.is_some_and(|at| u64::from_le_bytes(at) >= since_ms)
+}
+
+/// Lists `name` among the prefix queues unless it is there: one read when it is.
+pub(crate) fn ensure_listed(host: &dyn Host, name: &str) {
+    if !registry_names(host.shared_value(PREFIX_PEERS).as_deref()).iter().any(|n| n == name) {
+        add_to_registry(host, name);
+    }
+}
+
+/// Lists `name` among the prefix queues, once.
 fn add_to_registry(host: &dyn Host, name: &str) {
     let added = update_registry(host, |names| {
+        if names.iter().any(|n| n == name) {
+            return;
+        }
         names.push(name.to_string());
         let skip = names.len().saturating_sub(MAX_PEERS);
         names.drain(..skip);

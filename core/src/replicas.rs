@@ -1,0 +1,123 @@
+//! Active-active gateway replicas: what one replica tells the others, through the agent.
+//!
+//! Each Envoy replica keeps its own prefix index, built from its own decisions, and its
+//! own in-flight counts. To route as one, replicas exchange both through the pushes the
+//! agent already makes: a replica answers each snapshot push with a [`ReplicaDigest`]
+//! of the prefix records its workers made since its last answer and its current load
+//! per pod; the agent merges the digests and sends each replica, inside its next
+//! snapshot, the records of the others and their summed load. A record thus reaches
+//! every replica within about two push intervals (200 ms by default), well before a
+//! conversation's next turn; `docs/replicas.md` gives the trade-offs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::endpoint::Endpoint;
+use crate::prefix::{MAX_RECORD_HASHES, PrefixRecord};
+use crate::router::PodLoad;
+
+/// Most pods one digest may list loads for.
+pub const MAX_DIGEST_PODS: usize = 16_384;
+
+/// Prefix records and per-pod load: one replica's since its last report (its answer to
+/// a push), or the other replicas' (inside a snapshot).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaDigest {
+    /// Oldest first.
+    #[serde(default)]
+    pub records: Vec<PrefixRecord>,
+    #[serde(default)]
+    pub load: Vec<PeerLoad>,
+}
+
+/// One pod's load as one or several replicas count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLoad {
+    pub pod: Endpoint,
+    pub in_flight: u32,
+    pub pending_prefill_tokens: u64,
+}
+
+impl PeerLoad {
+    pub fn load(&self) -> PodLoad {
+        PodLoad { in_flight: self.in_flight, pending_prefill_tokens: self.pending_prefill_tokens }
+    }
+}
+
+/// Why a digest was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DigestError {
+    #[error("replica digest is not valid MessagePack for this schema: {0}")]
+    Decode(String),
+    #[error("replica digest carries {found} prefix hashes, more than the limit of {MAX_RECORD_HASHES}")]
+    TooManyHashes { found: usize },
+    #[error("replica digest lists the load of {found} pods, more than the limit of {MAX_DIGEST_PODS}")]
+    TooManyPods { found: usize },
+}
+
+impl ReplicaDigest {
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.load.is_empty()
+    }
+
+    pub fn hash_count(&self) -> usize {
+        self.records.iter().map(|r| r.hashes.len()).sum()
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    /// Decodes and bounds untrusted bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DigestError> {
+        let digest: Self = rmp_serde::from_slice(bytes).map_err(|e| DigestError::Decode(e.to_string()))?;
+        digest.check()?;
+        Ok(digest)
+    }
+
+    /// The bounds a snapshot's digest must also keep.
+    pub fn check(&self) -> Result<(), DigestError> {
+        let hashes = self.hash_count();
+        if hashes > MAX_RECORD_HASHES {
+            return Err(DigestError::TooManyHashes { found: hashes });
+        }
+        if self.load.len() > MAX_DIGEST_PODS {
+            return Err(DigestError::TooManyPods { found: self.load.len() });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(port: u16) -> Endpoint {
+        format!("10.0.0.1:{port}").parse().unwrap()
+    }
+
+    #[test]
+    fn round_trips_and_refuses_garbage_and_oversize() {
+        let digest = ReplicaDigest {
+            records: vec![PrefixRecord { pod: pod(1), hashes: vec![3, 4] }],
+            load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }],
+        };
+        assert_eq!(ReplicaDigest::decode(&digest.encode()), Ok(digest));
+        assert!(matches!(ReplicaDigest::decode(b"\xc1nope"), Err(DigestError::Decode(_))));
+        let huge = ReplicaDigest {
+            records: vec![PrefixRecord { pod: pod(1), hashes: vec![1; MAX_RECORD_HASHES + 1] }],
+            load: Vec::new(),
+        };
+        assert_eq!(
+            ReplicaDigest::decode(&huge.encode()),
+            Err(DigestError::TooManyHashes { found: MAX_RECORD_HASHES + 1 })
+        );
+    }
+
+    #[test]
+    fn an_empty_message_is_an_empty_digest() {
+        // What an older agent or filter sends: a map without either field.
+        let empty = rmp_serde::to_vec_named(&std::collections::BTreeMap::<String, u8>::new()).unwrap();
+        assert_eq!(ReplicaDigest::decode(&empty), Ok(ReplicaDigest::default()));
+        assert!(ReplicaDigest::default().is_empty());
+    }
+}

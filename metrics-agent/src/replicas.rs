@@ -1,0 +1,189 @@
+//! Active-active gateways: passes each replica's digest (its prefix records and load,
+//! its answer to a push) on to the other replicas with their next snapshot, so that any
+//! replica routes a conversation's next turn to the pod that holds it and counts every
+//! replica's requests. `infergate_core::replicas` has the wire types and
+//! `docs/replicas.md` the trade-offs.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use infergate_core::prefix::{MAX_RECORD_HASHES, PrefixRecord};
+use infergate_core::replicas::{MAX_DIGEST_PODS, PeerLoad, ReplicaDigest};
+
+/// One replica's mail and news.
+#[derive(Debug, Default)]
+struct Replica {
+    target: String,
+    /// The other replicas' records not yet sent to this one, oldest first.
+    inbox: VecDeque<PrefixRecord>,
+    inbox_hashes: usize,
+    /// What this replica last said it has in flight, and when.
+    load: Vec<PeerLoad>,
+    load_at: Option<Instant>,
+}
+
+/// The exchange between the replicas the agent pushes to.
+#[derive(Debug)]
+pub struct ReplicaExchange {
+    replicas: Vec<Replica>,
+    /// A replica's load older than this (it stopped answering) counts no more.
+    load_max_age: Duration,
+    /// Records dropped because an inbox was full: a replica that cannot be reached.
+    dropped: u64,
+}
+
+impl ReplicaExchange {
+    pub fn new(load_max_age: Duration) -> Self {
+        Self { replicas: Vec::new(), load_max_age, dropped: 0 }
+    }
+
+    /// The replicas, in the pusher's target order. A replica that stays keeps its
+    /// inbox and load; a new one starts with nothing: it learns from the next digests.
+    pub fn set_targets(&mut self, targets: &[String]) {
+        if self.replicas.iter().map(|r| &r.target).eq(targets.iter()) {
+            return;
+        }
+        let mut old = std::mem::take(&mut self.replicas);
+        self.replicas = targets
+            .iter()
+            .map(|target| match old.iter().position(|r| r.target == *target) {
+                Some(i) => old.swap_remove(i),
+                None => Replica { target: target.clone(), ..Replica::default() },
+            })
+            .collect();
+    }
+
+    /// What replica `index` is told with its next snapshot: the others' records since its
+    /// last snapshot (taken from its inbox: if the push fails, they are lost, and the
+    /// conversations concerned find their pod again from that replica's own decisions)
+    /// and the others' summed load. Empty with one replica.
+    pub fn outgoing(&mut self, index: usize, now: Instant) -> ReplicaDigest {
+        let load = self.load_except(index, now);
+        let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
+        replica.inbox_hashes = 0;
+        ReplicaDigest { records: replica.inbox.drain(..).collect(), load }
+    }
+
+    /// Replica `index` answered its push with `digest`: its records go to every other
+    /// replica's inbox, its load replaces what it said before.
+    pub fn incoming(&mut self, index: usize, digest: ReplicaDigest, now: Instant) {
+        let ReplicaDigest { records, load } = digest;
+        for (i, replica) in self.replicas.iter_mut().enumerate() {
+            if i == index {
+                replica.load = load.clone();
+                replica.load_at = Some(now);
+                continue;
+            }
+            for record in &records {
+                replica.inbox_hashes += record.hashes.len();
+                replica.inbox.push_back(record.clone());
+            }
+            // Bounded as a snapshot's digest is: the oldest go first.
+            while replica.inbox_hashes > MAX_RECORD_HASHES {
+                let Some(oldest) = replica.inbox.pop_front() else { break };
+                replica.inbox_hashes -= oldest.hashes.len();
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Records dropped so far because a replica's inbox was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Every other replica's recent load, summed per pod.
+    fn load_except(&self, index: usize, now: Instant) -> Vec<PeerLoad> {
+        let mut sums: Vec<PeerLoad> = Vec::new();
+        let recent = |r: &&Replica| r.load_at.is_some_and(|at| now.saturating_duration_since(at) <= self.load_max_age);
+        let others = self.replicas.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, r)| r);
+        for load in others.filter(recent).flat_map(|r| &r.load) {
+            if let Some(sum) = sums.iter_mut().find(|s| s.pod == load.pod) {
+                sum.in_flight = sum.in_flight.saturating_add(load.in_flight);
+                sum.pending_prefill_tokens = sum.pending_prefill_tokens.saturating_add(load.pending_prefill_tokens);
+            } else if sums.len() < MAX_DIGEST_PODS {
+                sums.push(*load);
+            }
+        }
+        sums
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infergate_core::endpoint::Endpoint;
+
+    fn pod(port: u16) -> Endpoint {
+        format!("10.0.0.1:{port}").parse().unwrap()
+    }
+
+    fn targets(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("http://10.1.0.{i}:9902/v1/snapshot")).collect()
+    }
+
+    fn record(port: u16, hashes: usize) -> PrefixRecord {
+        PrefixRecord { pod: pod(port), hashes: vec![7; hashes] }
+    }
+
+    fn load(port: u16, in_flight: u32) -> PeerLoad {
+        PeerLoad { pod: pod(port), in_flight, pending_prefill_tokens: u64::from(in_flight) * 100 }
+    }
+
+    #[test]
+    fn a_replicas_records_reach_every_other_replica_once() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(3));
+        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 4)], load: Vec::new() }, now);
+        assert_eq!(exchange.outgoing(0, now).records, []);
+        assert_eq!(exchange.outgoing(1, now).records, [record(1, 4)]);
+        assert_eq!(exchange.outgoing(1, now).records, [], "delivered once");
+        assert_eq!(exchange.outgoing(2, now).records, [record(1, 4)]);
+    }
+
+    #[test]
+    fn each_replica_is_told_the_others_load_summed_until_it_ages_out() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(3));
+        exchange.incoming(0, ReplicaDigest { records: Vec::new(), load: vec![load(1, 2), load(2, 1)] }, now);
+        exchange.incoming(1, ReplicaDigest { records: Vec::new(), load: vec![load(1, 3)] }, now);
+        assert_eq!(exchange.outgoing(2, now).load, [load(1, 5), load(2, 1)]);
+        assert_eq!(exchange.outgoing(0, now).load, [load(1, 3)], "not its own");
+        // Replica 1 answers again with nothing in flight: its old load goes.
+        exchange.incoming(1, ReplicaDigest::default(), now);
+        assert_eq!(exchange.outgoing(2, now).load, [load(1, 2), load(2, 1)]);
+        // Replica 0 stops answering: after a second its load counts no more.
+        assert_eq!(exchange.outgoing(2, now + Duration::from_millis(1_001)).load, []);
+    }
+
+    #[test]
+    fn an_unreachable_replicas_inbox_keeps_only_the_newest_records() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(2));
+        let batch = MAX_RECORD_HASHES / 4;
+        for port in 0..6 {
+            exchange.incoming(0, ReplicaDigest { records: vec![record(port, batch)], load: Vec::new() }, now);
+        }
+        let kept: Vec<u16> = exchange.outgoing(1, now).records.iter().map(|r| r.pod.port()).collect();
+        assert_eq!(kept, [2, 3, 4, 5]);
+        assert_eq!(exchange.dropped(), 2);
+    }
+
+    #[test]
+    fn replicas_that_stay_keep_their_mail_when_others_come_and_go() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(2));
+        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 1)], load: vec![load(1, 1)] }, now);
+        let mut changed = targets(3);
+        changed.swap(0, 2);
+        exchange.set_targets(&changed);
+        // Replica 1 kept its inbox; replica 0, now last, kept its load.
+        assert_eq!(exchange.outgoing(1, now).records, [record(1, 1)]);
+        assert_eq!(exchange.outgoing(0, now).load, [load(1, 1)]);
+        assert_eq!(exchange.outgoing(0, now).records, [], "the new replica starts with nothing");
+    }
+}

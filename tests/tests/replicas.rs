@@ -1,0 +1,113 @@
+//! Active-active: three Envoy replicas, one agent, one fleet. Each replica's prefix
+//! records and in-flight counts reach the others through the agent's pushes, so the
+//! replicas route as one gateway.
+
+use std::time::Duration;
+
+use infergate_e2e::{Stack, StackSpec, chat_body};
+use serde_json::json;
+
+/// Time between a conversation's turns: a reader's pause, far longer than the two push
+/// intervals (100 ms here) a record needs to reach every replica.
+const THINK_TIME: Duration = Duration::from_millis(400);
+
+fn three_replicas(pods: usize) -> StackSpec {
+    StackSpec { pools: vec![("a", pods)], replicas: 3, ..StackSpec::default() }
+}
+
+/// A conversation's prompt after `turns` turns: a system prompt of its own, then the
+/// turns so far, so that each turn extends the previous one's prefix.
+fn conversation(id: usize, turns: usize) -> String {
+    let mut prompt = format!("You are assistant number {id}. ").repeat(40);
+    for turn in 0..turns {
+        prompt.push_str(&format!(" Question {turn} of conversation {id}: how does this work? Answer: it works."));
+    }
+    prompt
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_turn_finds_its_conversations_pod_on_whichever_replica_takes_it() {
+    let stack = Stack::start(three_replicas(4)).await;
+    let gateways = stack.gateway_urls();
+    assert_eq!(gateways.len(), 3);
+    let mut followed = 0;
+    let mut follow_ups = 0;
+    let mut misses = Vec::new();
+    for id in 0..8 {
+        let mut pod: Option<String> = None;
+        for turn in 0..3 {
+            // Consecutive turns go to different replicas.
+            let gateway = &gateways[(id + turn) % gateways.len()];
+            let body = chat_body("m", &conversation(id, turn + 1), 4).to_string();
+            let reply = stack.post_at(gateway, "/v1/chat/completions", body, &[]).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let served_by = reply.served_by().map(String::from);
+            if let Some(first) = &pod {
+                follow_ups += 1;
+                if served_by.as_ref() == Some(first) {
+                    followed += 1;
+                } else {
+                    misses.push((id, turn, served_by.clone(), reply.header("x-infergate-decision").map(String::from)));
+                }
+            }
+            pod = pod.or(served_by);
+            tokio::time::sleep(THINK_TIME).await;
+        }
+    }
+    // By chance, with 4 idle pods, a follow-up would find its pod one time in four.
+    assert!(
+        followed * 100 >= follow_ups * 95,
+        "{followed} of {follow_ups} follow-ups on their pod; missed: {misses:?}"
+    );
+    let agent_metrics = stack.client().get(format!("{}/metrics", stack.agent_url)).send().await;
+    let agent_metrics = agent_metrics.expect("the agent answers").text().await.unwrap_or_default();
+    let passed_on = agent_metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("infergate_agent_replica_prefix_records_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(passed_on.is_some_and(|n| n >= 8.0), "records passed on: {passed_on:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_counts_the_other_replicas_requests_in_flight() {
+    let stack = Stack::start(three_replicas(6)).await;
+    let pods = stack.fleet.pods.clone();
+    // The pods report idle whatever they run, and take 3 s per request: only the
+    // gateways' own counts tell the busy pods from the free one.
+    for &pod in &pods {
+        stack.pin(pod, 0.0, 0.0, 0.05).await;
+        stack.fault(pod, json!({"added_latency_ms": 3_000})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let gateways = stack.gateway_urls();
+    let send = |gateway: String, prompt: String| {
+        let stack = &stack;
+        async move {
+            let body = chat_body("m", &prompt, 1).to_string();
+            stack.post_at(&gateway, "/v1/chat/completions", body, &[]).await
+        }
+    };
+    // Replica 1 occupies five of the six pods; 400 ms later, when its counts have
+    // reached the others with the next pushes, replicas 2 and 3 each send one request.
+    let busy = futures::future::join_all((0..5).map(|i| send(gateways[0].clone(), format!("busy {i}"))));
+    let checks = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::join!(send(gateways[1].clone(), "second".into()), send(gateways[2].clone(), "third".into()))
+    };
+    let (busy, (second, third)) = tokio::join!(busy, checks);
+    let mut busy_pods: Vec<String> = busy.iter().filter_map(|r| r.served_by().map(String::from)).collect();
+    busy_pods.sort();
+    busy_pods.dedup();
+    assert_eq!(busy_pods.len(), 5, "replica 1 spread its requests: {busy_pods:?}");
+    let free: Vec<String> = pods.iter().map(ToString::to_string).filter(|p| !busy_pods.contains(p)).collect();
+    for reply in [&second, &third] {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        // By chance, without replica 1's counts, each would find the free pod one time in six.
+        assert_eq!(
+            reply.served_by().map(String::from),
+            free.first().cloned(),
+            "{:?}",
+            reply.header("x-infergate-decision")
+        );
+    }
+}
