@@ -73,8 +73,9 @@ impl Router {
 
     /// Adopts a validated snapshot: its config becomes active, each pod's current
     /// in-flight count (this replica's and the others') becomes the baseline that its
-    /// scrape already reflects, pods that left are forgotten by the prefix index, and
-    /// the other replicas' prefix records join it.
+    /// scrape already reflects, and pods that left are forgotten by the prefix index.
+    /// The other replicas' prefix records are not read here: a worker may skip
+    /// snapshots, so the shell hands them to [`Self::record_prefix`] on every worker.
     pub fn apply_snapshot(&mut self, mut snapshot: Snapshot, ledger: &dyn LoadLedger) {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
@@ -102,12 +103,6 @@ impl Router {
         self.capacity = capacity;
         self.config = snapshot.routing.clone();
         self.snapshot = Some(snapshot);
-        // Only pods of this snapshot: a record naming another is a replica's stale news.
-        for record in &peers.records {
-            if self.capacity.contains_key(&record.pod) {
-                self.record_prefix(record.pod, &record.hashes);
-            }
-        }
     }
 
     /// Chooses the ranked endpoints for a request and counts it in flight on the first.
@@ -246,7 +241,8 @@ impl Router {
     }
 
     /// The chosen pod started answering: its prefill is done, so it holds the prompt's
-    /// blocks now. Called for this worker's decisions and for other workers'.
+    /// blocks now. Called for this worker's decisions, other workers' and other
+    /// replicas'.
     pub fn record_prefix(&mut self, pod: Endpoint, hashes: &[u64]) {
         let capacity =
             self.capacity.get(&pod).copied().unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize);

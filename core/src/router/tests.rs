@@ -410,26 +410,6 @@ fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
 }
 
 #[test]
-fn another_replicas_prefix_record_draws_the_conversation_to_its_pod() {
-    let prompt = chat("base", &"a long shared system prompt, then the first question. ".repeat(20));
-    let hashes = hashes_of(&prompt);
-    let idle = || vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 0.0, 0.1, 1_000)];
-    let mut with_record = snapshot("a", idle());
-    with_record.peers.records = vec![
-        crate::prefix::PrefixRecord { pod: ep(3), hashes: hashes.clone() },
-        // A pod that left the pool: ignored, not an error.
-        crate::prefix::PrefixRecord { pod: ep(99), hashes: hashes.clone() },
-    ];
-    let mut router = Router::new(config(), 1);
-    let mut ledger = LocalLedger::default();
-    router.apply_snapshot(with_record, &ledger);
-    let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
-    assert_eq!((d.endpoints[0], d.chosen.matched_blocks), (ep(3), hashes.len()));
-    assert!(router.prefix_index().pods().all(|p| *p != ep(99)));
-    assert!(router.snapshot().is_some_and(|s| s.peers.records.is_empty()), "records are kept once, in the index");
-}
-
-#[test]
 fn other_replicas_in_flight_requests_count_on_pods_without_metrics() {
     // Pods 1-3 have not reported: the ranking is on in-flight counts, and the other
     // replicas have five requests on pod 1 and two on pod 2.

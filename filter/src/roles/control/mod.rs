@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
 use infergate_core::filter_config::ControlRole;
+use infergate_core::prefix::PrefixRecord;
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use infergate_core::wire::header::REPLICAS as REPLICAS_HEADER;
 use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
@@ -23,6 +24,7 @@ use infergate_core::wire::shared_data::SEQUENCE;
 use crate::host::events::{Flow, RootEvents, StreamEvents};
 use crate::host::{Host, UpdateError};
 use crate::metrics::Metric;
+use crate::roles::router::peers::send_to_workers;
 use crate::shared::summaries::{self, StoreError};
 
 /// The control listener's metrics.
@@ -181,6 +183,13 @@ impl ControlHttp {
         if !self.replicated {
             self.host().reply(204, &[], b"");
             return Flow::Pause;
+        }
+        // A worker reads only the newest snapshot when it next routes, skipping any
+        // published in between: the records go to every worker's queue instead.
+        if !snapshot.peers.records.is_empty() {
+            let message = PrefixRecord::encode_all(&snapshot.peers.records);
+            let workers = send_to_workers(self.host(), &self.shared.vm_id, &message);
+            log::debug!("infergate control: {} peer records to {workers} workers", snapshot.peers.records.len());
         }
         let digest = outbox::digest(self.host(), self.shared.outbox(), &snapshot);
         self.host().reply(200, &[("content-type", "application/msgpack")], &digest.encode());

@@ -181,3 +181,54 @@ fn without_pushes_the_routers_stop_filling_the_outbox() {
     assert_eq!(outbox_length(&gateway), 0);
     assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 1, "the other worker still gets it");
 }
+
+#[test]
+fn another_replicas_records_reach_every_worker_even_one_that_skips_snapshots() {
+    // Replica A routes a conversation's first turn and reports its record.
+    let a = Gateway::new(2, false);
+    push_to_replicas(&a, "2", 1);
+    a.route(1, "join").0.end();
+    let prompt = "a conversation that moves between replicas ".repeat(100);
+    let (mut first, pod_a) = a.route(0, &prompt);
+    let pod_a = pod_a.unwrap_or_default();
+    first.respond(&pod_a, 200, "application/json", &[b"{}"]);
+    let records = digest_of(&push_to_replicas(&a, "2", 2)).records;
+    assert_eq!(records.len(), 1);
+
+    // Replica B gets it with a snapshot, then another snapshot without it, before its
+    // workers route again: they read only the newest.
+    let b = Gateway::new(2, false);
+    push_to_replicas(&b, "2", 1);
+    for worker in 0..2 {
+        b.route(worker, "join").0.end();
+    }
+    let mut with_records =
+        infergate_core::snapshot::Snapshot::decode(&snapshot(2, b.envoy.now_ms(), &[idle(), idle(), idle()]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    with_records.peers.records = records;
+    let stream = push(&b.control, path::SNAPSHOT, &with_records.encode().unwrap_or_default());
+    assert_eq!(stream.reply().map(|r| r.status), Some(204), "a push without the replicas header");
+    let mut stream = b.control.stream();
+    let bearer = format!("Bearer {TOKEN}");
+    stream.request(
+        "POST",
+        path::SNAPSHOT,
+        &[("authorization", &bearer), (header::REPLICAS, "2")],
+        &[&with_records.encode().unwrap_or_default()],
+    );
+    assert_eq!(stream.reply().map(|r| r.status), Some(409), "a replay is refused before its records are used");
+    with_records.sequence = 3;
+    let mut stream = b.control.stream();
+    stream.request(
+        "POST",
+        path::SNAPSHOT,
+        &[("authorization", &bearer), (header::REPLICAS, "2")],
+        &[&with_records.encode().unwrap_or_default()],
+    );
+    assert_eq!(stream.reply().map(|r| r.status), Some(200));
+    push_to_replicas(&b, "2", 4);
+    for worker in 0..2 {
+        let (_, chosen) = b.route(worker, &format!("{prompt} next turn"));
+        assert_eq!(chosen.as_deref(), Some(pod_a.as_str()), "worker {worker}");
+    }
+}

@@ -185,6 +185,16 @@ fn registry_names(value: Option<&[u8]>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Queues `message` (encoded prefix records) on every router worker's queue, not on
+/// the outbox: how the control listener hands the other replicas' records to this
+/// replica's workers, which apply them whatever snapshots they skip. Returns how many
+/// workers got it.
+pub(crate) fn send_to_workers(host: &dyn Host, vm_id: &str, message: &[u8]) -> usize {
+    let names = registry_names(host.shared_value(PREFIX_PEERS).as_deref());
+    let queues = names.iter().filter(|name| *name != OUTBOX).filter_map(|name| host.resolve_queue(vm_id, name));
+    queues.filter(|&queue| host.enqueue(queue, message).is_ok()).count()
+}
+
 /// Whether the control listener drained the outbox at or after `since_ms`.
 fn outbox_drained_since(host: &dyn Host, since_ms: u64) -> bool {
     let drained_at = host.shared_value(OUTBOX_DRAINED_AT).and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok());
