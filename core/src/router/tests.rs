@@ -447,3 +447,25 @@ fn other_replicas_requests_at_adoption_are_not_counted_as_sent_since_the_scrape(
     let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
     assert_eq!(d.chosen.waiting, 0.0, "the peers' requests are in the scrape's running count, not waiting");
 }
+
+#[test]
+fn an_adapter_queued_behind_full_slots_is_blocked_not_about_to_load() {
+    let lora_pod = |port, running: &[&str], waiting: &[&str]| {
+        let signals = PodSignals {
+            waiting: Some(1.0),
+            running: Some(2.0),
+            kv_cache_usage: Some(0.1),
+            running_adapters: running.iter().map(|a| a.to_string()).collect(),
+            waiting_adapters: waiting.iter().map(|a| a.to_string()).collect(),
+            max_loras: Some(2),
+            ..Default::default()
+        };
+        PodState::scraped(ep(port), 1_000, signals)
+    };
+    let adapter_on = |pod: PodState| {
+        let (mut router, mut ledger) = router_with(vec![pod]);
+        router.route(&request("lora"), 1_010, &mut ledger).unwrap().chosen.adapter
+    };
+    assert_eq!(adapter_on(lora_pod(1, &["x", "y"], &["sql"])), crate::scoring::AdapterState::Blocked);
+    assert_eq!(adapter_on(lora_pod(1, &["x"], &["sql"])), crate::scoring::AdapterState::Waiting);
+}
