@@ -3,6 +3,10 @@
 //! TTFT is measured at the client as the arrival of the first SSE chunk. The pods run
 //! `time_scale` times slower than the engine model, and arrivals are stretched by the
 //! same factor, so that virtual-time results compare with the discrete-event run.
+//!
+//! infergate also runs with several gateway replicas (separate Envoys, one agent): the
+//! client sends each conversation's first turn to replica `id mod N` and each next turn
+//! to the replica after the previous turn's, so consecutive turns never share one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +16,9 @@ use infergate_harness::{ModelSpec, Stack, StackSpec};
 use serde_json::json;
 use tokio::time::Instant;
 
+use infergate_core::wire::header::{DECISION, SERVED_BY};
+
+use crate::engine_runs;
 use crate::request::{Arrival, BenchRequest};
 use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::{BASE_MODEL, Scenario};
@@ -27,7 +34,46 @@ pub const POLICIES: [(&str, UpstreamPolicy); 4] = [
 /// A request that never answers within this (real) time counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f64) -> RunResult {
+/// What one run through Envoy measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// With the pods' own prefix-cache hit rate in `prefix_hit_rate`.
+    pub result: RunResult,
+    /// Follow-up turns served by the pod of their conversation's previous turn, and
+    /// follow-up turns whose both turns were served.
+    pub follow_ups_on_pod: (usize, usize),
+    /// One line per request sent, in request order.
+    pub trace: Vec<TraceLine>,
+}
+
+/// One request as the client and the gateway saw it: enough to explain a slow one.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TraceLine {
+    pub id: usize,
+    pub replica: usize,
+    /// Simulated seconds from the start.
+    pub arrival_s: f64,
+    /// The pod that answered.
+    pub pod: Option<String>,
+    /// Measured at the client, simulated ms.
+    pub ttft_ms: Option<f64>,
+    /// What the gateway predicted for the chosen pod, simulated ms.
+    pub predicted_ttft_ms: Option<f64>,
+    /// The age of the snapshot the decision used, real ms.
+    pub snapshot_age_ms: Option<f64>,
+    /// The gateway's whole `x-infergate-decision` (infergate only).
+    pub decision: Option<String>,
+}
+
+/// The number after `key=` in a decision explanation, first occurrence.
+fn explained(decision: &str, key: &str) -> Option<f64> {
+    let start = decision.find(key)? + key.len();
+    let rest = decision.get(start..)?;
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    rest.get(..end)?.parse().ok()
+}
+
+pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f64, replicas: usize) -> Measured {
     let mut models = vec![ModelSpec::base(BASE_MODEL, "fleet")];
     models.extend(scenario.adapters.iter().map(|a| ModelSpec::lora(a, "fleet", a)));
     let stack = Stack::start(StackSpec {
@@ -38,12 +84,17 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
         time_scale,
         upstream_policy: policy,
         access_log: false,
+        replicas,
         ..StackSpec::default()
     })
     .await;
     let client = reqwest::Client::builder().pool_max_idle_per_host(512).build().unwrap_or_default();
-    let url = format!("{}/v1/chat/completions", stack.gateway_url);
+    let urls: Arc<Vec<String>> =
+        Arc::new(stack.gateway_urls().iter().map(|g| format!("{g}/v1/chat/completions")).collect());
+    let pods: Arc<Vec<String>> = Arc::new(stack.fleet.pods.iter().map(ToString::to_string).collect());
+    let before = engine_runs::counters(&client, &stack.fleet.pods).await;
     let outcomes = Arc::new(Mutex::new(vec![RequestOutcome::default(); scenario.requests.len()]));
+    let trace = Arc::new(Mutex::new(vec![TraceLine::default(); scenario.requests.len()]));
     let mut followers: Vec<Vec<(usize, f64)>> = vec![Vec::new(); scenario.requests.len()];
     for (i, request) in scenario.requests.iter().enumerate() {
         if let Arrival::After { previous, think_s } = request.arrival {
@@ -64,9 +115,12 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
                 start,
                 time_scale,
                 client: client.clone(),
-                url: url.clone(),
+                urls: Arc::clone(&urls),
+                replica: i % urls.len().max(1),
+                pods: Arc::clone(&pods),
                 scenario: Arc::clone(&scenario),
                 outcomes: Arc::clone(&outcomes),
+                trace: Arc::clone(&trace),
                 followers: Arc::clone(&followers),
                 done: done_tx.clone(),
             });
@@ -79,9 +133,27 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
             break;
         }
     }
+    // The pods count a request when it finishes; the client saw it finish already.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let engines = engine_runs::counters(&client, &stack.fleet.pods).await.since(&before);
     drop(stack);
     let outcomes = outcomes.lock().map(|o| o.clone()).unwrap_or_default();
-    RunResult::from_outcomes(&outcomes)
+    let mut result = RunResult::from_outcomes(&outcomes);
+    result.prefix_hit_rate = engines.hit_rate().unwrap_or(0.0);
+    let mut trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
+    trace.retain(|line| !outcomes.get(line.id).is_none_or(|o| o.not_sent));
+    Measured { result, follow_ups_on_pod: follow_ups_on_pod(&scenario, &outcomes), trace }
+}
+
+/// Follow-up turns served by their previous turn's pod, and those whose both turns
+/// were served.
+fn follow_ups_on_pod(scenario: &Scenario, outcomes: &[RequestOutcome]) -> (usize, usize) {
+    let served = |id: usize| outcomes.get(id).filter(|o| o.first_token.is_some() && o.pod != UNKNOWN_POD);
+    let pairs = scenario.requests.iter().enumerate().filter_map(|(id, request)| match request.arrival {
+        Arrival::After { previous, .. } => Some((served(previous)?.pod, served(id)?.pod)),
+        Arrival::At(_) => None,
+    });
+    pairs.fold((0, 0), |(same, all), (before, now)| (same + usize::from(before == now), all + 1))
 }
 
 #[derive(Clone)]
@@ -91,9 +163,14 @@ struct Ctx {
     start: Instant,
     time_scale: f64,
     client: reqwest::Client,
-    url: String,
+    /// Every replica's chat URL, and the one this request goes to.
+    urls: Arc<Vec<String>>,
+    replica: usize,
+    /// The pods' addresses, in `RequestOutcome::pod` order.
+    pods: Arc<Vec<String>>,
     scenario: Arc<Scenario>,
     outcomes: Arc<Mutex<Vec<RequestOutcome>>>,
+    trace: Arc<Mutex<Vec<TraceLine>>>,
     followers: Arc<Vec<Vec<(usize, f64)>>>,
     done: tokio::sync::mpsc::UnboundedSender<()>,
 }
@@ -104,13 +181,34 @@ fn spawn_request(ctx: Ctx) {
         let request = &ctx.scenario.requests[ctx.id];
         let virtual_now = |at: Instant| at.duration_since(ctx.start).as_secs_f64() / ctx.time_scale;
         let arrival = Instant::now();
-        let (first, finished) = send(&ctx.client, &ctx.url, request).await;
+        let url = ctx.urls.get(ctx.replica).map_or("", String::as_str);
+        let (first, finished, served_by, decision) = send(&ctx.client, url, request).await;
+        if let Ok(mut trace) = ctx.trace.lock() {
+            if let Some(line) = trace.get_mut(ctx.id) {
+                let to_virtual = |ms: f64| ms / ctx.time_scale;
+                *line = TraceLine {
+                    id: ctx.id,
+                    replica: ctx.replica,
+                    arrival_s: virtual_now(arrival),
+                    pod: served_by.clone(),
+                    ttft_ms: first.map(|at| to_virtual(at.duration_since(arrival).as_secs_f64() * 1000.0)),
+                    // The chosen pod's is the first `ttft_ms=` after `chosen=`.
+                    predicted_ttft_ms: decision
+                        .as_deref()
+                        .and_then(|d| explained(d.split_once("chosen=")?.1, "ttft_ms="))
+                        .map(to_virtual),
+                    snapshot_age_ms: decision.as_deref().and_then(|d| explained(d, "snapshot_age_ms=")),
+                    decision,
+                };
+            }
+        }
         if let Ok(mut outcomes) = ctx.outcomes.lock() {
             if let Some(o) = outcomes.get_mut(ctx.id) {
                 o.arrival = virtual_now(arrival);
                 o.first_token = first.map(virtual_now);
                 o.finished = finished.map(virtual_now);
                 o.output_tokens = request.output_tokens;
+                o.pod = served_by.and_then(|pod| ctx.pods.iter().position(|p| *p == pod)).unwrap_or(UNKNOWN_POD);
             }
         }
         // A conversation goes on whether or not this turn succeeded, until the end.
@@ -119,7 +217,8 @@ fn spawn_request(ctx: Ctx) {
         for &(next, think_s) in ctx.followers.get(ctx.id).map(Vec::as_slice).unwrap_or_default() {
             let due = end + Duration::from_secs_f64(think_s * ctx.time_scale);
             if virtual_now(due) <= ctx.scenario.duration_s {
-                spawn_request(Ctx { id: next, due, ..ctx.clone() });
+                let replica = (ctx.replica + 1) % ctx.urls.len().max(1);
+                spawn_request(Ctx { id: next, due, replica, ..ctx.clone() });
             } else {
                 skip(next, &ctx);
             }
@@ -141,8 +240,15 @@ fn skip(first: usize, ctx: &Ctx) {
     }
 }
 
-/// Sends one streamed chat request; returns when the first chunk and the end arrived.
-async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> (Option<Instant>, Option<Instant>) {
+/// A request no pod answered, or whose pod is not known.
+const UNKNOWN_POD: usize = usize::MAX;
+
+/// What one request saw: when the first chunk and the end arrived, the pod that
+/// answered (model-sim's `x-infergate-served-by`) and the gateway's decision.
+type Sent = (Option<Instant>, Option<Instant>, Option<String>, Option<String>);
+
+/// Sends one streamed chat request.
+async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Sent {
     let body = json!({
         "model": request.model,
         "messages": [{"role": "user", "content": String::from_utf8_lossy(&request.prompt)}],
@@ -152,13 +258,15 @@ async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> (O
     let attempt = async {
         let mut response = client.post(url).json(&body).send().await.ok()?;
         if !response.status().is_success() {
-            return Some((None, None));
+            return Some((None, None, None, None));
         }
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(String::from);
+        let (served_by, decision) = (header(SERVED_BY), header(DECISION));
         let mut first = None;
         while let Ok(Some(_chunk)) = response.chunk().await {
             first.get_or_insert_with(Instant::now);
         }
-        Some((first, first.map(|_| Instant::now())))
+        Some((first, first.map(|_| Instant::now()), served_by, decision))
     };
-    tokio::time::timeout(REQUEST_TIMEOUT, attempt).await.ok().flatten().unwrap_or((None, None))
+    tokio::time::timeout(REQUEST_TIMEOUT, attempt).await.ok().flatten().unwrap_or((None, None, None, None))
 }

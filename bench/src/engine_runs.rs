@@ -95,7 +95,7 @@ impl EngineCounters {
         (self.itl_count > 0.0).then(|| self.itl_seconds / self.itl_count * 1000.0)
     }
 
-    fn since(&self, before: &Self) -> Self {
+    pub fn since(&self, before: &Self) -> Self {
         Self {
             prefix_queried_tokens: self.prefix_queried_tokens - before.prefix_queried_tokens,
             prefix_hit_tokens: self.prefix_hit_tokens - before.prefix_hit_tokens,
@@ -162,7 +162,7 @@ pub async fn run(
 }
 
 /// Reads every pod's prefix-cache and request counters from its `/metrics`.
-async fn counters(client: &reqwest::Client, pods: &[SocketAddr]) -> EngineCounters {
+pub async fn counters(client: &reqwest::Client, pods: &[SocketAddr]) -> EngineCounters {
     let mut total = EngineCounters::default();
     for pod in pods {
         let text = match client.get(format!("http://{pod}/metrics")).send().await {

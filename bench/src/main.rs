@@ -49,6 +49,14 @@ struct Args {
     /// stretches arrivals alike), to leave CPU for Envoy and the load generator.
     #[arg(long, default_value_t = 1.0)]
     e2e_time_scale: f64,
+    /// Part 2 also runs infergate with 2, 3, … up to this many gateway replicas
+    /// (separate Envoys, one agent); consecutive turns of a conversation go to
+    /// different replicas. 1: the single-replica runs only.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
+    e2e_replicas: u16,
+    /// Only these part-2 workloads (comma-separated: bursty-chat, shared-prefix).
+    #[arg(long, value_delimiter = ',')]
+    e2e_workloads: Vec<String>,
     /// The trace `trace-replay` replays (Mooncake JSONL); without it, the conversation
     /// trace at ../shared/traces/ when it is there, else the workload is skipped.
     #[arg(long)]
@@ -144,40 +152,64 @@ fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
     Ok(Some(trace))
 }
 
-/// Part 2: the scaled-down bursty chat through real Envoy, beside the discrete-event
-/// prediction for the very same requests.
+/// Part 2: part 1's workloads scaled for real Envoy, beside the discrete-event
+/// prediction for the very same requests; infergate also with several replicas.
 fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     use infergate_bench::e2e;
     use infergate_bench::report::e2e::{E2eRow, e2e_markdown};
+    use infergate_envoy_config::UpstreamPolicy;
 
-    let workload = suite::e2e_workload();
-    let step = workload.steps()[0];
-    let seed = xxhash_rust::xxh64::xxh64(b"bursty-chat-e2e", args.seed);
-    let scenario = std::sync::Arc::new(workload.scenario(step, seed));
-    let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let bar = ProgressBar::new(e2e::POLICIES.len() as u64);
+    // infergate again with 2 and 3 gateway replicas, after the single-replica policies.
+    let runs: Vec<(&str, UpstreamPolicy, usize)> = e2e::POLICIES
+        .iter()
+        .map(|&(name, policy)| (name, policy, 1))
+        .chain((2..=usize::from(args.e2e_replicas)).map(|n| ("infergate", UpstreamPolicy::Infergate, n)))
+        .collect();
+    let mut workloads = suite::e2e_workloads();
+    workloads.retain(|(w, _)| args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == w.name()));
+    let bar = ProgressBar::new((runs.len() * workloads.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} end-to-end runs through Envoy {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut rows = Vec::new();
-    for (name, policy) in e2e::POLICIES {
-        bar.set_message(name);
-        let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
-        let predicted = des::run(&scenario, des_policy.as_mut());
-        let measured = runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale));
-        rows.push(E2eRow { policy: name.to_string(), predicted, measured });
-        bar.inc(1);
+    let mut markdown = String::from("\n## Part 2: end to end through Envoy\n");
+    for (workload, described) in &workloads {
+        let step = workload.steps()[0];
+        let seed = xxhash_rust::xxh64::xxh64(format!("{}-e2e", workload.name()).as_bytes(), args.seed);
+        let scenario = std::sync::Arc::new(workload.scenario(step, seed));
+        let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
+        let mut rows = Vec::new();
+        for &(name, policy, replicas) in &runs {
+            bar.set_message(format!("{} {name} ×{replicas}", workload.name()));
+            let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
+            let predicted = des::run(&scenario, des_policy.as_mut());
+            let measured =
+                runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));
+            let trace_path = out.join(format!("e2e-trace-{}-{name}-{replicas}.jsonl", workload.name()));
+            let lines: Vec<String> = measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+            std::fs::write(&trace_path, lines.join("\n") + "\n")
+                .map_err(|e| format!("cannot write {}: {e}", trace_path.display()))?;
+            rows.push(E2eRow {
+                policy: name.to_string(),
+                replicas,
+                predicted,
+                measured: measured.result,
+                follow_ups_on_pod: measured.follow_ups_on_pod,
+            });
+            bar.inc(1);
+        }
+        let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        let path = out.join(format!("e2e-{}.json", workload.name()));
+        std::fs::write(&path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        markdown.push_str(&e2e_markdown(described, &rows, scenario.requests.len(), args.e2e_time_scale));
     }
     bar.finish_with_message("done");
-    let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("e2e-bursty-chat.json"), json + "\n").map_err(|e| e.to_string())?;
-    Ok(e2e_markdown(&rows, scenario.requests.len(), args.e2e_time_scale))
+    Ok(markdown)
 }
 
 fn main() -> ExitCode {

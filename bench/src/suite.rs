@@ -92,6 +92,22 @@ pub fn trace_replay(
     TraceReplay::load(path, speeds.unwrap_or(plan_speeds), window_s)
 }
 
+/// Part 2's workloads, each with the sentence the report describes it by: bursty chat
+/// scaled down, and shared-prefix as published at its second load step, where the
+/// discrete-event run shows routing matters most below saturation.
+pub fn e2e_workloads() -> Vec<(Box<dyn Workload>, &'static str)> {
+    vec![
+        (
+            Box::new(e2e_workload()),
+            "`bursty-chat` scaled down (4 pods at 60% base load, bursts of 5 s every 15 s over 30 s)",
+        ),
+        (
+            Box::new(SharedPrefix::published(vec![20.0], 15.0)),
+            "`shared-prefix` as published (8 pods, 150 groups × 5 users, 6,000-token system prompts, 1,200-token questions, 192 output tokens) at 20 req/s for 15 s",
+        ),
+    ]
+}
+
 /// Part 2: `bursty-chat` scaled down for the HTTP fleet behind real Envoy — 4 pods at
 /// the same 60% base load, bursts of 5 s every 15 s, 30 s of simulated time.
 pub fn e2e_workload() -> BurstyChat {
