@@ -27,6 +27,10 @@ pub struct ReplicaDigest {
     pub records: Vec<PrefixRecord>,
     #[serde(default)]
     pub load: Vec<PeerLoad>,
+    /// In a snapshot: how many gateway replicas the agent pushes to, this one
+    /// included. 0 in a replica's report, and from an agent older than the field.
+    #[serde(default)]
+    pub replicas: u32,
 }
 
 /// One pod's load as one or several replicas count it.
@@ -57,6 +61,11 @@ pub enum DigestError {
 impl ReplicaDigest {
     pub fn is_empty(&self) -> bool {
         self.records.is_empty() && self.load.is_empty()
+    }
+
+    /// The replica count for estimates: at least one.
+    pub fn replica_count(&self) -> f64 {
+        f64::from(self.replicas.max(1))
     }
 
     pub fn hash_count(&self) -> usize {
@@ -100,12 +109,13 @@ mod tests {
         let digest = ReplicaDigest {
             records: vec![PrefixRecord { pod: pod(1), hashes: vec![3, 4] }],
             load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }],
+            replicas: 3,
         };
         assert_eq!(ReplicaDigest::decode(&digest.encode()), Ok(digest));
         assert!(matches!(ReplicaDigest::decode(b"\xc1nope"), Err(DigestError::Decode(_))));
         let huge = ReplicaDigest {
             records: vec![PrefixRecord { pod: pod(1), hashes: vec![1; MAX_RECORD_HASHES + 1] }],
-            load: Vec::new(),
+            ..ReplicaDigest::default()
         };
         assert_eq!(
             ReplicaDigest::decode(&huge.encode()),

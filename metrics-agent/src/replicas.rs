@@ -59,15 +59,16 @@ impl ReplicaExchange {
     /// and the others' summed load. Empty with one replica.
     pub fn outgoing(&mut self, index: usize, now: Instant) -> ReplicaDigest {
         let load = self.load_except(index, now);
+        let replicas = u32::try_from(self.replicas.len()).unwrap_or(u32::MAX);
         let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
         replica.inbox_hashes = 0;
-        ReplicaDigest { records: replica.inbox.drain(..).collect(), load }
+        ReplicaDigest { records: replica.inbox.drain(..).collect(), load, replicas }
     }
 
     /// Replica `index` answered its push with `digest`: its records go to every other
     /// replica's inbox, its load replaces what it said before.
     pub fn incoming(&mut self, index: usize, digest: ReplicaDigest, now: Instant) {
-        let ReplicaDigest { records, load } = digest;
+        let ReplicaDigest { records, load, .. } = digest;
         for (i, replica) in self.replicas.iter_mut().enumerate() {
             if i == index {
                 replica.load = load.clone();
@@ -135,7 +136,7 @@ mod tests {
         let now = Instant::now();
         let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
         exchange.set_targets(&targets(3));
-        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 4)], load: Vec::new() }, now);
+        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 4)], load: Vec::new(), replicas: 0 }, now);
         assert_eq!(exchange.outgoing(0, now).records, []);
         assert_eq!(exchange.outgoing(1, now).records, [record(1, 4)]);
         assert_eq!(exchange.outgoing(1, now).records, [], "delivered once");
@@ -147,8 +148,12 @@ mod tests {
         let now = Instant::now();
         let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
         exchange.set_targets(&targets(3));
-        exchange.incoming(0, ReplicaDigest { records: Vec::new(), load: vec![load(1, 2), load(2, 1)] }, now);
-        exchange.incoming(1, ReplicaDigest { records: Vec::new(), load: vec![load(1, 3)] }, now);
+        exchange.incoming(
+            0,
+            ReplicaDigest { records: Vec::new(), load: vec![load(1, 2), load(2, 1)], replicas: 0 },
+            now,
+        );
+        exchange.incoming(1, ReplicaDigest { records: Vec::new(), load: vec![load(1, 3)], replicas: 0 }, now);
         assert_eq!(exchange.outgoing(2, now).load, [load(1, 5), load(2, 1)]);
         assert_eq!(exchange.outgoing(0, now).load, [load(1, 3)], "not its own");
         // Replica 1 answers again with nothing in flight: its old load goes.
@@ -165,7 +170,11 @@ mod tests {
         exchange.set_targets(&targets(2));
         let batch = MAX_RECORD_HASHES / 4;
         for port in 0..6 {
-            exchange.incoming(0, ReplicaDigest { records: vec![record(port, batch)], load: Vec::new() }, now);
+            exchange.incoming(
+                0,
+                ReplicaDigest { records: vec![record(port, batch)], load: Vec::new(), replicas: 0 },
+                now,
+            );
         }
         let kept: Vec<u16> = exchange.outgoing(1, now).records.iter().map(|r| r.pod.port()).collect();
         assert_eq!(kept, [2, 3, 4, 5]);
@@ -177,7 +186,7 @@ mod tests {
         let now = Instant::now();
         let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
         exchange.set_targets(&targets(2));
-        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 1)], load: vec![load(1, 1)] }, now);
+        exchange.incoming(0, ReplicaDigest { records: vec![record(1, 1)], load: vec![load(1, 1)], replicas: 0 }, now);
         let mut changed = targets(3);
         changed.swap(0, 2);
         exchange.set_targets(&changed);

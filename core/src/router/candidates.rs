@@ -18,6 +18,10 @@ pub(super) struct Inputs<'a> {
     pub ledger: &'a dyn LoadLedger,
     /// The other gateway replicas' load, as of the snapshot (empty with one replica).
     pub peer_load: &'a HashMap<Endpoint, PodLoad>,
+    /// Gateway replicas, this one included (1 when alone).
+    pub replicas: f64,
+    /// This replica's pending prefill tokens per pod when the snapshot was adopted.
+    pub pending_baseline: &'a HashMap<Endpoint, u64>,
     /// In-flight counts when the snapshot was adopted: what its scrape already saw.
     pub baseline: &'a HashMap<Endpoint, u32>,
     pub prefix: &'a PrefixIndex,
@@ -112,7 +116,14 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         ttft_factor: inputs.ttft_factor,
     };
     if fresh {
-        (candidate.waiting, candidate.running) = fresh_load(signals, in_flight, inputs.baseline.get(&pod.address));
+        let sent_since_scrape = in_flight.saturating_sub(inputs.baseline.get(&pod.address).copied().unwrap_or(0));
+        let unseen = f64::from(sent_since_scrape) * inputs.replicas;
+        (candidate.waiting, candidate.running) = fresh_load(signals, in_flight, unseen);
+        // The other replicas, routing on the same snapshot, probably sent as much
+        // prefill here since it as this one did (see `fresh_load`).
+        let own_pending = inputs.ledger.load(pod.address).pending_prefill_tokens;
+        let own_since = own_pending.saturating_sub(inputs.pending_baseline.get(&pod.address).copied().unwrap_or(0));
+        candidate.pending_prefill_tokens += own_since as f64 * (inputs.replicas - 1.0);
         candidate.kv_cache_usage = signals.kv_cache_usage;
         candidate.kv_free_tokens = signals
             .kv_cache_usage
@@ -127,15 +138,19 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     (candidate, fresh)
 }
 
-/// Waiting and running from a fresh scrape and this gateway's in-flight count. What the
-/// gateway sent since the scrape is not in it yet: it counts as waiting. A pod never has
+/// Waiting and running from a fresh scrape and the gateways' in-flight count. What the
+/// gateways sent since the scrape (`unseen`) is not in it yet: it counts as waiting.
+/// With several replicas, each routes on the same snapshot and cannot see the others'
+/// requests until the next one: like this replica, each probably sent its requests
+/// since the snapshot to the pods that looked best, so `unseen` is this replica's count
+/// times the replicas (exact when their views are the same). A pod never has
 /// less work than the gateway knows it sent and not finished, so a pod whose metrics
 /// stopped moving, or that holds requests it never admits, still looks as loaded as its
 /// in-flight count. A signal the engine does not export is estimated from the same
 /// count: what is not known to run waits, what is not known to wait runs; with neither,
 /// the pod ranks on its in-flight count as a pod without metrics does.
-fn fresh_load(signals: &PodSignals, in_flight: u32, baseline: Option<&u32>) -> (f64, f64) {
-    let sent_since_scrape = f64::from(in_flight.saturating_sub(baseline.copied().unwrap_or(0)));
+fn fresh_load(signals: &PodSignals, in_flight: u32, unseen: f64) -> (f64, f64) {
+    let sent_since_scrape = unseen;
     let in_flight = f64::from(in_flight);
     match (signals.waiting, signals.running) {
         (None, None) => (in_flight, in_flight),

@@ -33,6 +33,10 @@ pub struct Router {
     baseline: HashMap<Endpoint, u32>,
     /// The other gateway replicas' load per pod, from the snapshot.
     peer_load: HashMap<Endpoint, PodLoad>,
+    /// Gateway replicas, this one included, from the snapshot.
+    replicas: f64,
+    /// This replica's pending prefill tokens per pod when the snapshot was adopted.
+    pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
     capacity: HashMap<Endpoint, usize>,
     prefix: PrefixIndex,
@@ -51,6 +55,8 @@ impl Router {
             snapshot: None,
             baseline: HashMap::new(),
             peer_load: HashMap::new(),
+            replicas: 1.0,
+            pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
             chars_per_token: CharsPerToken::default(),
@@ -81,13 +87,17 @@ impl Router {
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         let peers = std::mem::take(&mut snapshot.peers);
         self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
+        self.replicas = peers.replica_count();
         self.baseline.clear();
+        self.pending_baseline.clear();
         let mut capacity = HashMap::new();
         for pool in &snapshot.pools {
             let chars_per_token = self.chars_per_token.ratio(&pool.name);
             for pod in &pool.pods {
                 let peer_in_flight = self.peer_load.get(&pod.address).map_or(0, |l| l.in_flight);
-                self.baseline.insert(pod.address, ledger.in_flight(pod.address).saturating_add(peer_in_flight));
+                let own = ledger.load(pod.address);
+                self.baseline.insert(pod.address, own.in_flight.saturating_add(peer_in_flight));
+                self.pending_baseline.insert(pod.address, own.pending_prefill_tokens);
                 let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
                 let blocks =
                     kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as usize);
@@ -129,6 +139,8 @@ impl Router {
             snapshot: self.snapshot.as_ref(),
             ledger: &*ledger,
             peer_load: &self.peer_load,
+            replicas: self.replicas,
+            pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
             prefix: &self.prefix,
             hashes: &hashes,

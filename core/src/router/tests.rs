@@ -469,3 +469,22 @@ fn an_adapter_queued_behind_full_slots_is_blocked_not_about_to_load() {
     assert_eq!(adapter_on(lora_pod(1, &["x", "y"], &["sql"])), crate::scoring::AdapterState::Blocked);
     assert_eq!(adapter_on(lora_pod(1, &["x"], &["sql"])), crate::scoring::AdapterState::Waiting);
 }
+
+#[test]
+fn with_several_replicas_a_pods_unseen_arrivals_count_once_per_replica() {
+    // Pod 1 idle, pod 2 with two queued. Alone, a replica sends two requests to pod 1
+    // before it looks worse than pod 2; with three replicas routing on the same
+    // snapshot, its first request there stands for three, and the second goes to pod 2.
+    let second_pod = |replicas: u32| {
+        let mut snap = snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 2.0, 0.1, 1_000)]);
+        snap.peers.replicas = replicas;
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snap, &ledger);
+        let first = router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints[0];
+        let second = router.route(&request("base"), 1_020, &mut ledger).unwrap().endpoints[0];
+        (first, second)
+    };
+    assert_eq!(second_pod(1), (ep(1), ep(1)));
+    assert_eq!(second_pod(3), (ep(1), ep(2)));
+}
