@@ -34,11 +34,11 @@ pub(super) struct Inputs<'a> {
 }
 
 impl Inputs<'_> {
-    /// What every replica has sent `pod` and not finished: this one's live count, the
-    /// others' as of the snapshot.
-    fn load(&self, pod: Endpoint) -> PodLoad {
-        let peers = self.peer_load.get(&pod).copied().unwrap_or_default();
-        self.ledger.load(pod).and(peers)
+    /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
+    /// load of every replica: the others' as of the snapshot added.
+    fn loads(&self, pod: Endpoint) -> (PodLoad, PodLoad) {
+        let own = self.ledger.load(pod);
+        (own, own.and(self.peer_load.get(&pod).copied().unwrap_or_default()))
     }
 }
 
@@ -92,7 +92,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     let Some(signals) = &pod.signals else {
         return (unobserved(pod.address, inputs, false), false);
     };
-    let load = inputs.load(pod.address);
+    let (own, load) = inputs.loads(pod.address);
     let in_flight = load.in_flight;
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
     let mut candidate = Candidate {
@@ -121,8 +121,8 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         (candidate.waiting, candidate.running) = fresh_load(signals, in_flight, unseen);
         // The other replicas, routing on the same snapshot, probably sent as much
         // prefill here since it as this one did (see `fresh_load`).
-        let own_pending = inputs.ledger.load(pod.address).pending_prefill_tokens;
-        let own_since = own_pending.saturating_sub(inputs.pending_baseline.get(&pod.address).copied().unwrap_or(0));
+        let own_since =
+            own.pending_prefill_tokens.saturating_sub(inputs.pending_baseline.get(&pod.address).copied().unwrap_or(0));
         candidate.pending_prefill_tokens += own_since as f64 * (inputs.replicas - 1.0);
         candidate.kv_cache_usage = signals.kv_cache_usage;
         candidate.kv_free_tokens = signals
@@ -139,18 +139,17 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
 }
 
 /// Waiting and running from a fresh scrape and the gateways' in-flight count. What the
-/// gateways sent since the scrape (`unseen`) is not in it yet: it counts as waiting.
+/// gateways sent since the scrape (`sent_since_scrape`) is not in it yet: it counts as waiting.
 /// With several replicas, each routes on the same snapshot and cannot see the others'
 /// requests until the next one: like this replica, each probably sent its requests
-/// since the snapshot to the pods that looked best, so `unseen` is this replica's count
+/// since the snapshot to the pods that looked best, so the count is this replica's
 /// times the replicas (exact when their views are the same). A pod never has
 /// less work than the gateway knows it sent and not finished, so a pod whose metrics
 /// stopped moving, or that holds requests it never admits, still looks as loaded as its
 /// in-flight count. A signal the engine does not export is estimated from the same
 /// count: what is not known to run waits, what is not known to wait runs; with neither,
 /// the pod ranks on its in-flight count as a pod without metrics does.
-fn fresh_load(signals: &PodSignals, in_flight: u32, unseen: f64) -> (f64, f64) {
-    let sent_since_scrape = unseen;
+fn fresh_load(signals: &PodSignals, in_flight: u32, sent_since_scrape: f64) -> (f64, f64) {
     let in_flight = f64::from(in_flight);
     match (signals.waiting, signals.running) {
         (None, None) => (in_flight, in_flight),
@@ -165,7 +164,7 @@ fn fresh_load(signals: &PodSignals, in_flight: u32, unseen: f64) -> (f64, f64) {
 /// A pod ranked on in-flight counts alone. One that has never reported metrics while
 /// others have is penalized; with no snapshot at all, every pod is alike.
 fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Candidate {
-    let load = inputs.load(endpoint);
+    let (_, load) = inputs.loads(endpoint);
     let in_flight = f64::from(load.in_flight);
     Candidate {
         endpoint,

@@ -31,8 +31,9 @@ pub fn open(host: &dyn Host) -> Option<u32> {
 }
 
 /// What this replica tells the others: the records in the outbox, oldest first and at
-/// most [`MAX_RECORD_HASHES`] hashes (the rest wait for the next push), and the load
-/// of every pod of `snapshot` that has any.
+/// most [`MAX_RECORD_HASHES`] hashes (messages not dequeued yet wait for the next
+/// push; records of a dequeued message over the bound are dropped and logged), and
+/// the load of every pod of `snapshot` that has any.
 pub fn digest(host: &dyn Host, outbox: Option<u32>, snapshot: &Snapshot) -> ReplicaDigest {
     let records = outbox.map(|queue| drain(host, queue)).unwrap_or_default();
     // Routers fill the outbox only while it is drained (see the router's peers).
