@@ -41,7 +41,7 @@ pub(crate) fn http_connection_manager(
             "typed_config": {
                 "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog",
                 "log_format": {"text_format_source": {"inline_string":
-                    "[access] %START_TIME% \"%REQ(:METHOD)% %REQ(:PATH)%\" %RESPONSE_CODE% %RESPONSE_FLAGS% model=%REQ(X-GATEWAY-MODEL-NAME)% pool=%REQ(X-INFERGATE-POOL)% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% duration_ms=%DURATION% ttfb_ms=%RESPONSE_DURATION%\n"}},
+                    "[access] %START_TIME% \"%REQ(:METHOD)% %REQ(:PATH)%\" %RESPONSE_CODE% %RESPONSE_FLAGS% model=%REQ(X-GATEWAY-MODEL-NAME)% pool=%REQ(X-INFERGATE-POOL)% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% duration_ms=%DURATION% ttfb_ms=%RESPONSE_DURATION% decision=\"%RESP(X-INFERGATE-DECISION)%\"\n"}},
             },
         }]);
     }

@@ -122,7 +122,7 @@ impl Decision {
     /// The `x-infergate-decision` value.
     pub fn explain(&self) -> String {
         let mut out = format!(
-            "pool={}; basis={}; scoring={}; spilled={}; prefix_blocks={}; snapshot_age_ms={}; endpoints={}; chosen=",
+            "pool={}; basis={}; scoring={}; spilled={}; prefix_blocks={}; prefix_head={}; snapshot_age_ms={}; endpoints={}; chosen=",
             self.pool,
             self.basis.as_str(),
             match self.scoring {
@@ -131,6 +131,9 @@ impl Decision {
             },
             self.spilled,
             self.prefix_hashes.len(),
+            // The first block's hash names the prompt's prefix: requests that share a
+            // system prompt share it, so a log shows where each prefix group went.
+            self.prefix_hashes.first().map_or_else(|| "-".to_string(), |hash| format!("{hash:016x}")),
             self.snapshot_age_ms.map_or_else(|| "-".to_string(), |age| age.to_string()),
             self.endpoint_header()
         );
