@@ -16,6 +16,7 @@ use infergate_model_sim::engine::EngineProfile;
 use infergate_signals::exposition;
 
 use crate::inference_perf::{self, SharedPrefix, Summary};
+use crate::prefix_groups::{self, GroupSpread};
 
 /// The policies of part 3, by report name.
 pub const POLICIES: [(&str, UpstreamPolicy); 3] = [
@@ -115,6 +116,8 @@ pub struct EngineRun {
     pub policy: &'static str,
     pub summary: Summary,
     pub counters: EngineCounters,
+    /// Where the prefix groups went (infergate only: its decisions name them).
+    pub groups: Option<GroupSpread>,
 }
 
 /// Runs `workload` with `policy` on `count` fresh pods; logs and reports go to `out`.
@@ -142,7 +145,9 @@ pub async fn run(
         max_body_bytes: 8 * 1024 * 1024,
         profile: SMOLLM2_CPU,
         upstream_policy: policy,
-        access_log: false,
+        // Each request's line carries infergate's decision (`x-infergate-decision`):
+        // kept beside the report, it shows where each prefix group went.
+        access_log: true,
         scrape_interval_ms: 100,
         request_timeout_ms: 180_000,
         external_pods: external,
@@ -156,9 +161,23 @@ pub async fn run(
     // The engines count a request when it finishes; the client saw it finish already.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = counters(&client, &addresses).await;
+    // Envoy flushes its access log on a timer: wait for every request's line.
+    let lines = || {
+        std::fs::read_to_string(stack.path("envoy.out"))
+            .map_or(0, |t| t.lines().filter(|l| l.starts_with("[access]")).count())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while (lines() as u64) < summary.sent && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let access_log = out.join("envoy-access.log");
+    if let Err(e) = std::fs::copy(stack.path("envoy.out"), &access_log) {
+        eprintln!("{label}: cannot keep Envoy's access log as {}: {e}", access_log.display());
+    }
+    let groups = std::fs::read_to_string(&access_log).ok().and_then(|text| prefix_groups::from_access_log(&text));
     drop(stack);
     drop(vllm);
-    Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before) })
+    Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups })
 }
 
 /// Reads every pod's prefix-cache and request counters from its `/metrics`.
@@ -194,15 +213,15 @@ pub fn markdown(runs: &[EngineRun], workload: &SharedPrefix, count: usize) -> St
         workload.rate,
         workload.duration_s,
     );
-    text.push_str("| pods | policy | sent | ok | failed | TTFT p50 ms | p90 ms | p99 ms | TPOT p50 ms | req/s | output tok/s | engines' prefix hit rate | requests per pod | engines' prefill tok/s | engines' mean ITL ms |\n");
-    text.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|\n");
+    text.push_str("| pods | policy | sent | ok | failed | TTFT p50 ms | p90 ms | p99 ms | TPOT p50 ms | req/s | output tok/s | engines' prefix hit rate | requests per pod | engines' prefill tok/s | engines' mean ITL ms | away from their group's pod |\n");
+    text.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|\n");
     for run in runs {
         let s = &run.summary;
         let hit = run.counters.hit_rate().map_or_else(|| "–".to_string(), |r| format!("{:.1}%", r * 100.0));
         let spread: Vec<String> = run.counters.requests_per_pod.iter().map(|n| format!("{n:.0}")).collect();
         let or_dash = |v: Option<f64>, digits: usize| v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"));
         text.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.1} | {hit} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.1} | {hit} | {} | {} | {} | {} |\n",
             run.pods,
             run.policy,
             s.sent,
@@ -217,6 +236,10 @@ pub fn markdown(runs: &[EngineRun], workload: &SharedPrefix, count: usize) -> St
             spread.join(" / "),
             or_dash(run.counters.prefill_tokens_per_s(), 0),
             or_dash(run.counters.mean_itl_ms(), 1),
+            run.groups.map_or_else(
+                || "–".to_string(),
+                |g| format!("{} of {} ({} groups)", g.away_from_home, g.requests, g.groups)
+            ),
         ));
     }
     let failures: Vec<String> = runs

@@ -14,6 +14,7 @@ pub mod fleet;
 pub mod global;
 pub mod inference_perf;
 pub mod policies;
+pub mod prefix_groups;
 pub mod report;
 pub mod request;
 pub mod results;
