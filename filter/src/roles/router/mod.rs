@@ -122,7 +122,15 @@ impl RouterShared {
         if let Ok(mut router) = self.router.try_borrow_mut() {
             router.record_prefix(pod, &hashes);
         }
-        self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms());
+        self.announce_claim(pod, hashes);
+    }
+
+    /// Tells the other workers and replicas that `pod` is about to hold these blocks:
+    /// the claim this worker's router made at its decision.
+    fn announce_claim(&self, pod: Endpoint, hashes: Vec<u64>) {
+        if !hashes.is_empty() {
+            self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms());
+        }
     }
 
     /// Applies the prefix records other workers queued for this one.

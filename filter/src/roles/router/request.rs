@@ -32,7 +32,8 @@ pub const USAGE_SAMPLING: u64 = 8;
 struct Routed {
     /// Where its in-flight count was added.
     counted_on: Endpoint,
-    /// The prompt's block hashes, recorded once a pod answers.
+    /// The prompt's block hashes, claimed for the chosen pod at the decision; recorded
+    /// again for the pod that answers if a retry moved the request.
     hashes: Vec<u64>,
     pool: String,
     /// When it was routed, and the TTFT predicted for it then.
@@ -112,6 +113,10 @@ impl RouterRequest {
             .try_borrow()
             .is_ok_and(|router| router.chars_per_token().samples(&decision.pool) < chars_per_token::WARM_UP);
         let sampled = learning || self.shared.next_request_number() % USAGE_SAMPLING == 0;
+        // The claim goes to the other workers and replicas now, not at the first
+        // token: a prefix group's next requests reaching them during the prefill would
+        // otherwise start cold copies elsewhere (see docs/scheduling.md).
+        self.shared.announce_claim(decision.chosen.endpoint, decision.prefix_hashes.clone());
         self.routed = Some(Routed {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,
@@ -178,7 +183,8 @@ impl RouterRequest {
                 }
             }
         }
-        if let Some(pod) = routed.served_ok_by {
+        // Announced at the decision; a retry that another pod answered moves it there.
+        if let Some(pod) = routed.served_ok_by.filter(|pod| *pod != routed.counted_on) {
             let hashes = std::mem::take(&mut routed.hashes);
             self.shared.share_prefix(pod, hashes);
         }

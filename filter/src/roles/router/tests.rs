@@ -259,14 +259,48 @@ fn a_streams_first_chunk_is_timed_against_its_prediction() {
 }
 
 #[test]
-fn a_failed_answer_records_no_prefix() {
+fn a_claim_reaches_the_other_workers_at_the_decision_before_any_answer() {
     let gateway = Gateway::new(2, false);
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
     gateway.route(1, "join").0.end();
-    let (mut stream, pod) = gateway.route(0, &long_prompt("failing"));
-    stream.respond(&pod.unwrap_or_default(), 503, "application/json", &[b"{}"]);
+    let prompt = long_prompt("a new system prompt");
+    let (mut prefilling, pod) = gateway.route(0, &prompt);
+    assert_eq!(gateway.envoy.deliver(), 1, "the claim reached the other worker's queue");
+    // Its load gone, only the claim can steer the next request of the group.
+    prefilling.end();
+    for user in 0..3 {
+        let (mut second, chosen) = gateway.route(1, &format!("{prompt} user {user}"));
+        assert_eq!(chosen, pod, "user {user}: the group follows the claim");
+        second.end();
+    }
+}
+
+#[test]
+fn a_retry_answered_by_another_pod_moves_the_claim_there() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
+    let prompt = long_prompt("retried");
+    let (mut stream, pod) = gateway.route(0, &prompt);
+    let other = PODS.iter().find(|p| Some(**p) != pod.as_deref()).copied().unwrap_or_default();
+    stream.respond(other, 200, "application/json", &[b"{}"]);
     stream.end();
-    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 0);
+    gateway.envoy.advance_ms(5);
+    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 2, "the claim, then the pod that answered");
+    let queued = gateway.envoy.queued(queue::PREFIX_PREFIX);
+    assert_eq!(queued.values().sum::<usize>(), 2, "both records wait on the other worker's queue: {queued:?}");
+}
+
+#[test]
+fn an_answer_from_the_chosen_pod_sends_nothing_more() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
+    let (mut stream, pod) = gateway.route(0, &long_prompt("answered"));
+    stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
+    stream.end();
+    gateway.envoy.advance_ms(5);
+    assert_eq!(gateway.envoy.stat("infergate.prefix.batches"), 1, "the claim only");
 }
 
 #[test]
