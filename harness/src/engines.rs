@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use infergate_signals::exposition;
+
 use crate::artifacts::workspace_root;
 use crate::stack::{free_port, loopback};
 
@@ -123,14 +125,12 @@ impl EnginePod {
     }
 
     /// A counter or gauge from the pod's own `/metrics`, summed over its series; 0 if
-    /// absent or the pod does not answer.
+    /// absent, if the pod does not answer, or if its exposition does not parse.
     pub async fn metric(&self, client: &reqwest::Client, name: &str) -> f64 {
-        self.metrics_text(client)
-            .await
-            .lines()
-            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        let text = self.metrics_text(client).await;
+        exposition::parse_where(&text, |family| family == name)
+            .map(|samples| samples.iter().map(|s| s.value).sum())
+            .unwrap_or(0.0)
     }
 
     /// Kills the pod's whole process group at once, as a crashed node would.

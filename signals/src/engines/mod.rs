@@ -150,11 +150,6 @@ impl EngineKind {
     }
 }
 
-/// Which engine wrote these metrics, from the families it names.
-pub fn detect(samples: &[Sample]) -> Option<Engine> {
-    detect_families(samples.iter().map(|s| s.name))
-}
-
 fn detect_families<'a>(mut families: impl Iterator<Item = &'a str>) -> Option<Engine> {
     families.find_map(|name| KINDS.iter().find(|k| name.starts_with(k.prefix)).map(|k| k.engine))
 }
