@@ -41,7 +41,7 @@ pub fn from_access_log(text: &str) -> Option<GroupSpread> {
     Some(spread)
 }
 
-/// The value after `key` up to the next space or `;`.
+/// The value after `key`, up to the next space, `;` or `"`.
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let start = line.find(key)? + key.len();
     let rest = line.get(start..)?;

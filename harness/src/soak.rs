@@ -17,7 +17,6 @@ use crate::{Stack, StackSpec};
 pub const LOAD_SHARE: f64 = 0.7;
 /// Memory growth after warm-up that fails the soak.
 pub const MAX_GROWTH: f64 = 0.05;
-
 /// Requests in flight at most; beyond it the offered load is not kept up.
 const MAX_OUTSTANDING: usize = 512;
 

@@ -167,12 +167,18 @@ fn in_flight_counts_are_shared_by_the_workers_and_released_at_the_end() {
     assert_eq!(PODS.iter().map(|p| in_flight(&gateway, p)).sum::<u64>(), 0);
 }
 
-#[test]
-fn a_prefix_recorded_on_one_worker_routes_the_next_turn_on_another() {
+/// Two workers on three idle pods, both among the prefix peers (a worker joins them
+/// with its first request; worker 0 joins with the test's first).
+fn two_joined_workers() -> Gateway {
     let gateway = Gateway::new(2, false);
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    // A worker joins the prefix peers with its first request.
     gateway.route(1, "join").0.end();
+    gateway
+}
+
+#[test]
+fn a_prefix_recorded_on_one_worker_routes_the_next_turn_on_another() {
+    let gateway = two_joined_workers();
     let prompt = long_prompt("conversation");
     let (mut first, pod) = gateway.route(0, &prompt);
     let pod = pod.unwrap_or_default();
@@ -189,9 +195,7 @@ fn a_prefix_recorded_on_one_worker_routes_the_next_turn_on_another() {
 
 #[test]
 fn records_wait_for_the_tick_under_load_then_go_in_one_batch() {
-    let gateway = Gateway::new(2, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    gateway.route(1, "join").0.end();
+    let gateway = two_joined_workers();
     for i in 0..3 {
         let (mut stream, pod) = gateway.route(0, &long_prompt(&format!("topic{i}")));
         stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
@@ -260,9 +264,7 @@ fn a_streams_first_chunk_is_timed_against_its_prediction() {
 
 #[test]
 fn a_claim_reaches_the_other_workers_at_the_decision_before_any_answer() {
-    let gateway = Gateway::new(2, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    gateway.route(1, "join").0.end();
+    let gateway = two_joined_workers();
     let prompt = long_prompt("a new system prompt");
     let (mut prefilling, pod) = gateway.route(0, &prompt);
     assert_eq!(gateway.envoy.deliver(), 1, "the claim reached the other worker's queue");
@@ -277,9 +279,7 @@ fn a_claim_reaches_the_other_workers_at_the_decision_before_any_answer() {
 
 #[test]
 fn a_retry_answered_by_another_pod_moves_the_claim_there() {
-    let gateway = Gateway::new(2, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    gateway.route(1, "join").0.end();
+    let gateway = two_joined_workers();
     let prompt = long_prompt("retried");
     let (mut stream, pod) = gateway.route(0, &prompt);
     let other = PODS.iter().find(|p| Some(**p) != pod.as_deref()).copied().unwrap_or_default();
@@ -293,9 +293,7 @@ fn a_retry_answered_by_another_pod_moves_the_claim_there() {
 
 #[test]
 fn an_answer_from_the_chosen_pod_sends_nothing_more() {
-    let gateway = Gateway::new(2, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    gateway.route(1, "join").0.end();
+    let gateway = two_joined_workers();
     let (mut stream, pod) = gateway.route(0, &long_prompt("answered"));
     stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
     stream.end();
@@ -305,9 +303,7 @@ fn an_answer_from_the_chosen_pod_sends_nothing_more() {
 
 #[test]
 fn host_calls_that_fail_are_logged_and_the_request_still_flows() {
-    let gateway = Gateway::new(2, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
-    gateway.route(1, "join").0.end();
+    let gateway = two_joined_workers();
     take_logs();
     gateway.envoy.fail("set_request_header");
     let (mut stream, _) = gateway.route(0, "no headers");
