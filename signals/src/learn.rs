@@ -1,7 +1,10 @@
 //! Learns each pod's speeds from its own counters, as exponentially weighted moving
 //! averages of per-interval deltas (never of lifetime ratios, which stop moving):
 //!
-//! - prefill rate = Δ(prompt tokens − cached tokens) / min(Δ(prefill time), Δt). The
+//! - prefill rate = Δ(prompt tokens − cached tokens) / min(Δ(prefill time), Δt).
+//!   Where the engine counts its prefix-cache hits only in blocks, or in a unit its
+//!   text does not say (vLLM 0.7.3–0.9.1), Δ(cached tokens) = Δ(prompt tokens) ×
+//!   Δ(hits) / Δ(queries): the unit cancels. The
 //!   prefill times of concurrent requests overlap, so their sum overstates the time the
 //!   engine spent; by Little's law their sum over Δt is the mean number of requests in
 //!   prefill, and when it exceeds one the engine was prefilling all interval long;
@@ -26,6 +29,10 @@ const WINDOW_S: f64 = 2.0;
 pub struct Counters {
     pub prompt_tokens: Option<f64>,
     pub cached_tokens: Option<f64>,
+    /// Prefix-cache hits and lookups in one unit, blocks or tokens: read when
+    /// `cached_tokens` is not known.
+    pub prefix_hits: Option<f64>,
+    pub prefix_queries: Option<f64>,
     pub prefill_seconds: Option<f64>,
     pub prefilled_requests: Option<f64>,
     pub itl_seconds: Option<f64>,
@@ -57,6 +64,18 @@ fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
     Some(now? - before?)
 }
 
+/// Prompt tokens served from the prefix cache between two samples, of `prompt` in all;
+/// 0 when the engine says nothing about its cache.
+fn cached(now: &Counters, before: &Counters, prompt: f64) -> f64 {
+    if let Some(cached) = delta(now.cached_tokens, before.cached_tokens) {
+        return cached;
+    }
+    match (delta(now.prefix_hits, before.prefix_hits), delta(now.prefix_queries, before.prefix_queries)) {
+        (Some(hits), Some(queries)) if queries > 0.0 && hits >= 0.0 => prompt * (hits / queries).min(1.0),
+        _ => 0.0,
+    }
+}
+
 impl RateLearner {
     /// `at_s` is when the scrape was taken, in seconds on any fixed clock.
     pub fn observe(&mut self, now: Counters, at_s: f64) {
@@ -78,8 +97,8 @@ impl RateLearner {
             self.history.push_back((now, at_s));
             return;
         }
-        let uncached = delta(now.prompt_tokens, before.prompt_tokens)
-            .map(|prompt| prompt - delta(now.cached_tokens, before.cached_tokens).unwrap_or(0.0));
+        let uncached =
+            delta(now.prompt_tokens, before.prompt_tokens).map(|prompt| prompt - cached(&now, &before, prompt));
         let elapsed = at_s - before_s;
         if let (Some(tokens), Some(seconds)) = (uncached, delta(now.prefill_seconds, before.prefill_seconds)) {
             let busy = if elapsed > 0.0 { seconds.min(elapsed) } else { seconds };
@@ -126,6 +145,8 @@ mod tests {
         Counters {
             prompt_tokens: Some(prompt),
             cached_tokens: Some(cached),
+            prefix_hits: None,
+            prefix_queries: None,
             prefill_seconds: Some(prefill_s),
             prefilled_requests: Some(requests),
             itl_seconds: Some(itl_s),
@@ -145,6 +166,24 @@ mod tests {
         assert_eq!(s.mean_prompt_tokens, Some(1_500.0));
         assert!((s.decode_step_ms.unwrap() - 20.0).abs() < 1e-9);
         assert_eq!(s.request_rate_per_s, Some(5.0), "10 requests over 2 s");
+    }
+
+    #[test]
+    fn hits_counted_in_blocks_give_the_cached_share_of_the_prompt() {
+        let blocks = |prompt, hits, queries, prefill_s, requests| Counters {
+            cached_tokens: None,
+            prefix_hits: Some(hits),
+            prefix_queries: Some(queries),
+            ..counters(prompt, 0.0, prefill_s, requests, 0.0, 0.0)
+        };
+        let mut learner = RateLearner::default();
+        learner.observe(blocks(0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+        // 20,000 prompt tokens, 1,250 blocks looked up of which 500 hit: 40% cached.
+        learner.observe(blocks(20_000.0, 500.0, 1_250.0, 1.2, 10.0), 2.0);
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.prefill_tokens_per_s, Some(10_000.0), "12,000 uncached tokens in 1.2 s");
+        assert_eq!(s.mean_prompt_tokens, Some(1_200.0));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! vLLM (V1, and V0's names where they differ). V1 has exported the three load gauges
 //! since 0.7.1 (KV use as `gpu_cache_usage_perc` until 0.9.2 renamed it, hidden from
 //! 0.11.0); adapters only when LoRA is enabled (0.8.0 and later), so without
-//! `lora_requests_info` they are unknown rather than "none loaded".
+//! `lora_requests_info` they are unknown rather than "none loaded". The prefix-cache
+//! counters are `gpu_prefix_cache_*` from 0.7.3, counted in blocks until 0.9.1, and
+//! `prefix_cache_*`, in tokens, from 0.9.2.
 
 use infergate_core::snapshot::PodSignals;
 
@@ -23,6 +25,10 @@ fn counters(samples: &[Sample]) -> Counters {
     Counters {
         prompt_tokens: sum(samples, "vllm:prompt_tokens_total"),
         cached_tokens: sum(samples, "vllm:prefix_cache_hits_total"),
+        // 0.7.3 to 0.9.1 (and beside the new names until 0.11.0): in blocks before
+        // 0.9.1, in tokens from it, which the text does not tell apart.
+        prefix_hits: sum(samples, "vllm:gpu_prefix_cache_hits_total"),
+        prefix_queries: sum(samples, "vllm:gpu_prefix_cache_queries_total"),
         prefill_seconds: sum(samples, "vllm:request_prefill_time_seconds_sum"),
         prefilled_requests: sum(samples, "vllm:request_prefill_time_seconds_count"),
         itl_seconds: sum(samples, "vllm:inter_token_latency_seconds_sum")
@@ -89,6 +95,22 @@ mod tests {
     fn real_vllm_v0_sample_uses_gpu_cache_usage() {
         let s = signals(Engine::Vllm, V0).unwrap();
         assert_eq!((s.block_size, s.num_gpu_blocks, s.max_loras), (Some(16), Some(81767), Some(0)));
+    }
+
+    #[test]
+    fn vllm_0_8_prefix_counters_are_read_under_their_old_names() {
+        // The families vLLM 0.8.x registers (vllm/v1/metrics/loggers.py @ v0.8.0).
+        let text = "vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 1.0\n\
+                    vllm:num_requests_waiting{model_name=\"m\",engine=\"0\"} 0.0\n\
+                    vllm:gpu_cache_usage_perc{model_name=\"m\",engine=\"0\"} 0.3\n\
+                    vllm:gpu_prefix_cache_queries_total{model_name=\"m\",engine=\"0\"} 1250.0\n\
+                    vllm:gpu_prefix_cache_hits_total{model_name=\"m\",engine=\"0\"} 500.0\n\
+                    vllm:prompt_tokens_total{model_name=\"m\",engine=\"0\"} 20000.0\n";
+        let scraped = crate::engines::scrape(Engine::Vllm, text).unwrap();
+        assert_eq!(scraped.counters.cached_tokens, None);
+        assert_eq!((scraped.counters.prefix_hits, scraped.counters.prefix_queries), (Some(500.0), Some(1250.0)));
+        let v1 = crate::engines::scrape(Engine::Vllm, V1).unwrap();
+        assert!(v1.counters.cached_tokens.is_some(), "today's name, in tokens, is read as it is");
     }
 
     #[test]
