@@ -9,6 +9,7 @@
 
 pub mod artifacts;
 pub mod client;
+pub mod engine_stack;
 pub mod engines;
 pub mod fleet;
 pub mod llamacpp;

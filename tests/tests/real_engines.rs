@@ -7,67 +7,17 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use infergate_core::config::Engine;
+use infergate_e2e::engine_stack::{BusySeries, EngineStack, chosen, sse_events, wait_all_ready, words};
 use infergate_e2e::engines::{VllmPod, vllm_installed};
-use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec};
-use serde_json::{Value, json};
+use infergate_e2e::{ModelSpec, Stack, StackSpec};
+use serde_json::json;
 
 const MODEL: &str = "smollm2";
 const ADAPTER: &str = "ad1";
 /// An adapter infergate.yaml declares and no pod serves.
 const MISSING_ADAPTER: &str = "ad-missing";
-
-struct Engines {
-    stack: Stack,
-    pods: Vec<VllmPod>,
-    client: reqwest::Client,
-}
-
-impl Engines {
-    /// The pod `address` names, by its index.
-    fn index_of(&self, address: &str) -> Option<usize> {
-        self.pods.iter().position(|p| p.address.to_string() == address)
-    }
-
-    async fn chat(&self, model: &str, prompt: &str, max_tokens: u64) -> Reply {
-        let body = json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens});
-        self.stack.post("/v1/chat/completions", body.to_string(), &[]).await
-    }
-
-    /// Waits until every pod reports no running or waiting request.
-    async fn until_idle(&self) {
-        let started = Instant::now();
-        loop {
-            let mut busy = 0.0;
-            for pod in &self.pods {
-                busy += pod.metric(&self.client, "vllm:num_requests_running").await;
-                busy += pod.metric(&self.client, "vllm:num_requests_waiting").await;
-            }
-            if busy == 0.0 {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(180), "the pods did not drain");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-/// The pod the gateway chose, from the decision header (`...; endpoints=a,b; ...`).
-fn chosen(reply: &Reply) -> String {
-    let decision = reply.header("x-infergate-decision").unwrap_or_default();
-    let endpoints = decision.split("endpoints=").nth(1).unwrap_or_default();
-    endpoints.split([',', ';']).next().unwrap_or_default().to_string()
-}
-
-/// `count` common English words after `seed`: SmolLM2's tokenizer makes about one
-/// token of each.
-fn words(seed: &str, count: usize) -> String {
-    const COMMON: [&str; 12] =
-        ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "sleeps"];
-    let body: Vec<&str> = (0..count).map(|i| COMMON[i % COMMON.len()]).collect();
-    format!("{seed}: {}", body.join(" "))
-}
+const BUSY: BusySeries = BusySeries { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting" };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
@@ -79,11 +29,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
     // Both pods serve the adapter: vLLM loads adapters per pod at start, and a pool's
     // pods serve the same models.
     let mut pods = vec![VllmPod::vllm(true, dir.path()), VllmPod::vllm(true, dir.path())];
-    let started = Instant::now();
-    for pod in &mut pods {
-        pod.wait_ready(&client).await;
-    }
-    eprintln!("two vLLM pods ready after {:.0} s", started.elapsed().as_secs_f64());
+    wait_all_ready(&mut pods, &client, "vLLM").await;
     let spec = StackSpec {
         pools: vec![("smollm2", 2)],
         models: vec![
@@ -98,7 +44,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
         ..StackSpec::default()
     };
     let stack = Stack::start(spec).await;
-    let mut engines = Engines { stack, pods, client };
+    let mut engines = EngineStack { stack, pods, client, busy: BUSY };
 
     answers_and_streams_with_usage(&engines).await;
     avoids_the_pod_kept_busy(&engines).await;
@@ -109,7 +55,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
     survives_a_pod_killed_mid_stream(&mut engines).await;
 }
 
-async fn answers_and_streams_with_usage(engines: &Engines) {
+async fn answers_and_streams_with_usage(engines: &EngineStack) {
     let reply = engines.chat(MODEL, "What is the capital of France? Answer in one word.", 16).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let text = reply.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string();
@@ -123,13 +69,7 @@ async fn answers_and_streams_with_usage(engines: &Engines) {
     let reply = engines.stack.post("/v1/chat/completions", body.to_string(), &[]).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
-    let events: Vec<Value> = reply
-        .body
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect();
+    let events = sse_events(&reply.body);
     let usage = events.last().map(|e| e["usage"].clone()).unwrap_or_default();
     assert!(usage["completion_tokens"].as_u64().is_some_and(|t| t > 0), "last event: {:?}", events.last());
     assert!(reply.body.trim_end().ends_with("data: [DONE]"));
@@ -139,22 +79,10 @@ async fn answers_and_streams_with_usage(engines: &Engines) {
     assert!(engines.stack.stat("infergate.decisions.signals").await.unwrap_or(0) >= 1, "routed on real signals");
 }
 
-async fn avoids_the_pod_kept_busy(engines: &Engines) {
+async fn avoids_the_pod_kept_busy(engines: &EngineStack) {
     engines.until_idle().await;
     // Eight long answers straight to pod 0: 4 run and 4 wait there.
-    let busy = &engines.pods[0];
-    let url = format!("http://{}/v1/chat/completions", busy.address);
-    let mut load = Vec::new();
-    for i in 0..8 {
-        let body = json!({"model": MODEL, "messages": [{"role": "user", "content": format!("Write a long story number {i}.")}],
-            "max_tokens": 200, "ignore_eos": true});
-        load.push(tokio::spawn(engines.client.post(&url).json(&body).send()));
-    }
-    let started = Instant::now();
-    while busy.metric(&engines.client, "vllm:num_requests_waiting").await < 1.0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "pod 0 never queued");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let load = engines.load_pod_directly(MODEL, 0, 8, 200, 1.0).await;
     // Two scrapes and a push for the gateway to see it.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let mut on_idle_pod = 0;
@@ -171,7 +99,7 @@ async fn avoids_the_pod_kept_busy(engines: &Engines) {
     }
 }
 
-async fn sends_a_shared_prefix_to_the_pod_that_caches_it(engines: &Engines) {
+async fn sends_a_shared_prefix_to_the_pod_that_caches_it(engines: &EngineStack) {
     engines.until_idle().await;
     // About 1,200 tokens shared: 9 of vLLM's blocks of 128.
     let shared = words("context", 1_200);
@@ -198,7 +126,7 @@ async fn sends_a_shared_prefix_to_the_pod_that_caches_it(engines: &Engines) {
     assert_eq!(other_after, other_before, "the other pod saw none of it");
 }
 
-async fn passes_the_engines_errors_through(engines: &Engines) {
+async fn passes_the_engines_errors_through(engines: &EngineStack) {
     // Longer than the pods' 2,048-token context: vLLM itself refuses it.
     let reply = engines.chat(MODEL, &words("long", 3_000), 16).await;
     assert_eq!(reply.status, 400, "{}", reply.body);
@@ -213,13 +141,13 @@ async fn passes_the_engines_errors_through(engines: &Engines) {
     assert_eq!((reply.status, reply.error_code()), (404, "model_not_found".to_string()));
 }
 
-async fn serves_the_adapter(engines: &Engines) {
+async fn serves_the_adapter(engines: &EngineStack) {
     let reply = engines.chat(ADAPTER, "Say hello.", 8).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["model"], ADAPTER, "{}", reply.body);
 }
 
-async fn recovers_signals_after_an_agent_restart(engines: &mut Engines) {
+async fn recovers_signals_after_an_agent_restart(engines: &mut EngineStack) {
     engines.stack.kill_agent();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     // Without the agent, snapshots age out: the gateway still answers on load alone.
@@ -238,43 +166,9 @@ async fn recovers_signals_after_an_agent_restart(engines: &mut Engines) {
     }
 }
 
-async fn survives_a_pod_killed_mid_stream(engines: &mut Engines) {
+async fn survives_a_pod_killed_mid_stream(engines: &mut EngineStack) {
     engines.until_idle().await;
-    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
-        "max_tokens": 400, "ignore_eos": true, "stream": true});
-    let response = engines
-        .stack
-        .client()
-        .post(format!("{}/v1/chat/completions", engines.stack.gateway_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let decision = response.headers().get("x-infergate-decision").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let endpoints = decision.split("endpoints=").nth(1).unwrap_or_default();
-    let victim = engines.index_of(endpoints.split([',', ';']).next().unwrap_or_default()).expect("the streaming pod");
-    let mut stream = response.bytes_stream();
-    let mut received = String::new();
-    while received.matches("data: ").count() < 3 {
-        let chunk = stream.next().await.expect("a first few events").unwrap();
-        received.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    engines.pods[victim].kill();
-    // The client sees the stream end without `[DONE]`, not a hang.
-    let rest = tokio::time::timeout(Duration::from_secs(30), async {
-        let mut rest = String::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => rest.push_str(&String::from_utf8_lossy(&bytes)),
-                Err(_) => break,
-            }
-        }
-        rest
-    })
-    .await
-    .expect("the cut stream ends");
-    assert!(!rest.contains("[DONE]"), "the stream was cut");
+    engines.cut_a_stream_by_killing_its_pod(MODEL).await;
     // Every next request is served by the survivor, at once (retry) and then by choice.
     for i in 0..5 {
         let reply = engines.chat(MODEL, &format!("Still there {i}?"), 4).await;

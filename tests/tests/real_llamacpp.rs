@@ -10,75 +10,18 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use infergate_core::config::Engine;
+use infergate_e2e::engine_stack::{BusySeries, EngineStack, chosen, sse_events, wait_all_ready, words};
 use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec};
 use infergate_harness::llamacpp::{LlamaCppPod, llamacpp_installed};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const MODEL: &str = "smollm2";
+const BUSY: BusySeries = BusySeries { running: "llamacpp:requests_processing", waiting: "llamacpp:requests_deferred" };
 
-struct Engines {
-    stack: Stack,
-    pods: Vec<LlamaCppPod>,
-    client: reqwest::Client,
-}
-
-impl Engines {
-    /// The pod `address` names, by its index.
-    fn index_of(&self, address: &str) -> Option<usize> {
-        self.pods.iter().position(|p| p.address.to_string() == address)
-    }
-
-    async fn chat(&self, prompt: &str, max_tokens: u64) -> Reply {
-        let body = json!({"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens});
-        self.stack.post("/v1/chat/completions", body.to_string(), &[]).await
-    }
-
-    /// Waits until every pod reports no request processing or deferred.
-    async fn until_idle(&self) {
-        let started = Instant::now();
-        loop {
-            let mut busy = 0.0;
-            for pod in &self.pods {
-                busy += pod.metric(&self.client, "llamacpp:requests_processing").await;
-                busy += pod.metric(&self.client, "llamacpp:requests_deferred").await;
-            }
-            if busy == 0.0 {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(180), "the pods did not drain");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-}
-
-/// The pod the gateway chose, from the decision header (`...; endpoints=a,b; ...`).
-fn chosen(reply: &Reply) -> String {
-    first_endpoint(reply.header("x-infergate-decision").unwrap_or_default())
-}
-
-fn first_endpoint(decision: &str) -> String {
-    let endpoints = decision.split("endpoints=").nth(1).unwrap_or_default();
-    endpoints.split([',', ';']).next().unwrap_or_default().to_string()
-}
-
-/// The JSON events of a server-sent event stream, without `[DONE]`.
-fn events(body: &str) -> Vec<Value> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect()
-}
-
-/// `count` common English words after `seed`: SmolLM2's tokenizer makes about one
-/// token of each.
-fn words(seed: &str, count: usize) -> String {
-    const COMMON: [&str; 12] =
-        ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "then", "sleeps"];
-    let body: Vec<&str> = (0..count).map(|i| COMMON[i % COMMON.len()]).collect();
-    format!("{seed}: {}", body.join(" "))
+/// A chat for the test's one model.
+async fn chat(engines: &EngineStack, prompt: &str, max_tokens: u64) -> Reply {
+    engines.chat(MODEL, prompt, max_tokens).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,11 +32,7 @@ async fn the_gateway_routes_real_llamacpp_pods_on_their_own_signals() {
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let mut pods = vec![LlamaCppPod::llamacpp(dir.path(), &[]), LlamaCppPod::llamacpp(dir.path(), &[])];
-    let started = Instant::now();
-    for pod in &mut pods {
-        pod.wait_ready(&client).await;
-    }
-    eprintln!("two llama.cpp pods ready after {:.1} s", started.elapsed().as_secs_f64());
+    wait_all_ready(&mut pods, &client, "llama.cpp").await;
     let spec = StackSpec {
         pools: vec![("smollm2", 2)],
         models: vec![ModelSpec::base(MODEL, "smollm2")],
@@ -103,7 +42,7 @@ async fn the_gateway_routes_real_llamacpp_pods_on_their_own_signals() {
         ..StackSpec::default()
     };
     let stack = Stack::start(spec).await;
-    let mut engines = Engines { stack, pods, client };
+    let mut engines = EngineStack { stack, pods, client, busy: BUSY };
 
     let step = Instant::now();
     answers_completes_and_streams_with_usage(&engines).await;
@@ -119,8 +58,8 @@ async fn the_gateway_routes_real_llamacpp_pods_on_their_own_signals() {
     eprintln!("step: the survivor served every request after the kill ({:.1} s)", step.elapsed().as_secs_f64());
 }
 
-async fn answers_completes_and_streams_with_usage(engines: &Engines) {
-    let reply = engines.chat("What is the capital of France? Answer in one word.", 16).await;
+async fn answers_completes_and_streams_with_usage(engines: &EngineStack) {
+    let reply = chat(engines, "What is the capital of France? Answer in one word.", 16).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let text = reply.json()["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string();
     assert!(!text.trim().is_empty(), "{}", reply.body);
@@ -140,7 +79,7 @@ async fn answers_completes_and_streams_with_usage(engines: &Engines) {
     let reply = engines.stack.post("/v1/chat/completions", body.to_string(), &[]).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(reply.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
-    let events = events(&reply.body);
+    let events = sse_events(&reply.body);
     let content: String =
         events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect::<Vec<_>>().concat();
     assert!(!content.trim().is_empty(), "{}", reply.body);
@@ -152,7 +91,7 @@ async fn answers_completes_and_streams_with_usage(engines: &Engines) {
     // The agent reads llama.cpp's gauges: decisions are soon made on them.
     let started = Instant::now();
     loop {
-        let reply = engines.chat("Say hi.", 2).await;
+        let reply = chat(engines, "Say hi.", 2).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         if reply.header("x-infergate-decision").is_some_and(|d| d.contains("basis=signals")) {
             break;
@@ -167,27 +106,14 @@ async fn answers_completes_and_streams_with_usage(engines: &Engines) {
     assert!(engines.stack.stat("infergate.decisions.signals").await.unwrap_or(0) >= 1, "routed on real signals");
 }
 
-async fn avoids_the_pod_kept_busy(engines: &Engines) {
+async fn avoids_the_pod_kept_busy(engines: &EngineStack) {
     engines.until_idle().await;
     // Six long answers straight to pod 0: its 2 slots process two, 4 are deferred. At
     // about 30 tokens/s per slot they keep it busy for about 15 s, long enough for the
     // check, short enough to wait for: closing a connection does not reliably cancel
     // its request in llama.cpp (engines/llamacpp/README.md).
+    let load = engines.load_pod_directly(MODEL, 0, 6, 150, 3.0).await;
     let busy = &engines.pods[0];
-    let url = format!("http://{}/v1/chat/completions", busy.address);
-    let mut load = Vec::new();
-    for i in 0..6 {
-        let body = json!({"model": MODEL, "messages": [{"role": "user", "content": format!("Write a long story number {i}.")}],
-            "max_tokens": 150, "ignore_eos": true});
-        load.push(tokio::spawn(engines.client.post(&url).json(&body).send()));
-    }
-    let started = Instant::now();
-    while busy.metric(&engines.client, "llamacpp:requests_deferred").await < 3.0 {
-        if started.elapsed() > Duration::from_secs(30) {
-            panic!("pod 0 never deferred requests:\n{}\n{}", busy.metrics_text(&engines.client).await, busy.log_tail());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let (processing, deferred) = (
         busy.metric(&engines.client, "llamacpp:requests_processing").await,
         busy.metric(&engines.client, "llamacpp:requests_deferred").await,
@@ -197,7 +123,7 @@ async fn avoids_the_pod_kept_busy(engines: &Engines) {
     tokio::time::sleep(Duration::from_millis(800)).await;
     let mut on_idle_pod = 0;
     for i in 0..4 {
-        let reply = engines.chat(&format!("Say hello {i}."), 4).await;
+        let reply = chat(engines, &format!("Say hello {i}."), 4).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         if engines.index_of(&chosen(&reply)) == Some(1) {
             on_idle_pod += 1;
@@ -213,7 +139,7 @@ async fn avoids_the_pod_kept_busy(engines: &Engines) {
     }
 }
 
-async fn passes_the_engines_error_through(engines: &Engines) {
+async fn passes_the_engines_error_through(engines: &EngineStack) {
     engines.until_idle().await;
     // About 3,000 tokens, longer than a slot's 1,024: llama.cpp itself refuses it.
     for stream in [false, true] {
@@ -232,49 +158,16 @@ async fn passes_the_engines_error_through(engines: &Engines) {
     assert_eq!((reply.status, reply.error_code()), (404, "model_not_found".to_string()));
 }
 
-async fn survives_a_pod_killed_mid_stream(engines: &mut Engines) {
+async fn survives_a_pod_killed_mid_stream(engines: &mut EngineStack) {
     engines.until_idle().await;
-    let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
-        "max_tokens": 400, "ignore_eos": true, "stream": true});
-    let response = engines
-        .stack
-        .client()
-        .post(format!("{}/v1/chat/completions", engines.stack.gateway_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let decision = response.headers().get("x-infergate-decision").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let victim = engines.index_of(&first_endpoint(decision)).expect("the streaming pod");
+    let victim = engines.cut_a_stream_by_killing_its_pod(MODEL).await;
     let survivor = 1 - victim;
-    let mut stream = response.bytes_stream();
-    let mut received = String::new();
-    while received.matches("data: ").count() < 3 {
-        let chunk = stream.next().await.expect("a first few events").unwrap();
-        received.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    engines.pods[victim].kill();
-    // The client sees the stream end without `[DONE]`, not a hang.
-    let rest = tokio::time::timeout(Duration::from_secs(30), async {
-        let mut rest = String::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(bytes) => rest.push_str(&String::from_utf8_lossy(&bytes)),
-                Err(_) => break,
-            }
-        }
-        rest
-    })
-    .await
-    .expect("the cut stream ends");
-    assert!(!rest.contains("[DONE]"), "the stream was cut");
     // Every next request succeeds at once (on a retry if the killed pod came first),
     // and once the agent has seen the pod go, the gateway chooses the survivor.
     let started = Instant::now();
     let mut by_choice = 0;
     for i in 0.. {
-        let reply = engines.chat(&format!("Still there {i}?"), 4).await;
+        let reply = chat(engines, &format!("Still there {i}?"), 4).await;
         assert_eq!(reply.status, 200, "request {i} after the kill: {}", reply.body);
         if engines.index_of(&chosen(&reply)) == Some(survivor) {
             by_choice += 1;
