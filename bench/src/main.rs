@@ -57,6 +57,14 @@ struct Args {
     /// Only these part-2 workloads (comma-separated: bursty-chat, shared-prefix).
     #[arg(long, value_delimiter = ',')]
     e2e_workloads: Vec<String>,
+    /// Only these part-2 policies (comma-separated: infergate, round_robin,
+    /// least_request, random); the replica runs are infergate's.
+    #[arg(long, value_delimiter = ',')]
+    e2e_policies: Vec<String>,
+    /// Part 2 runs each workload on this many request sets, generated from the seed
+    /// plus 0, 1, …: a tail measured over several sets (set 0 is the default run's).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    e2e_request_sets: u64,
     /// The trace `trace-replay` replays (Mooncake JSONL); without it, the conversation
     /// trace at ../shared/traces/ when it is there, else the workload is skipped.
     #[arg(long)]
@@ -156,7 +164,7 @@ fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
 /// prediction for the very same requests; infergate also with several replicas.
 fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     use infergate_bench::e2e;
-    use infergate_bench::report::e2e::{E2eRow, e2e_markdown};
+    use infergate_bench::report::e2e::{E2eRow, e2e_markdown, e2e_sets_markdown};
     use infergate_envoy_config::UpstreamPolicy;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -165,14 +173,16 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
         .build()
         .map_err(|e| e.to_string())?;
     // infergate again with 2 and 3 gateway replicas, after the single-replica policies.
-    let runs: Vec<(&str, UpstreamPolicy, usize)> = e2e::POLICIES
+    let mut runs: Vec<(&str, UpstreamPolicy, usize)> = e2e::POLICIES
         .iter()
         .map(|&(name, policy)| (name, policy, 1))
         .chain((2..=usize::from(args.e2e_replicas)).map(|n| ("infergate", UpstreamPolicy::Infergate, n)))
         .collect();
+    runs.retain(|(name, _, _)| args.e2e_policies.is_empty() || args.e2e_policies.iter().any(|p| p == name));
     let mut workloads = suite::e2e_workloads();
     workloads.retain(|(w, _)| args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == w.name()));
-    let bar = ProgressBar::new((runs.len() * workloads.len()) as u64);
+    let sets = args.e2e_request_sets;
+    let bar = ProgressBar::new(runs.len() as u64 * workloads.len() as u64 * sets);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} end-to-end runs through Envoy {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -180,33 +190,44 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     let mut markdown = String::from("\n## Part 2: end to end through Envoy\n");
     for (workload, described) in &workloads {
         let step = workload.steps()[0];
-        let seed = xxhash_rust::xxh64::xxh64(format!("{}-e2e", workload.name()).as_bytes(), args.seed);
-        let scenario = std::sync::Arc::new(workload.scenario(step, seed));
-        let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
-        let mut rows = Vec::new();
-        for &(name, policy, replicas) in &runs {
-            bar.set_message(format!("{} {name} ×{replicas}", workload.name()));
-            let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
-            let predicted = des::run(&scenario, des_policy.as_mut());
-            let measured =
-                runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));
-            let trace_path = out.join(format!("e2e-trace-{}-{name}-{replicas}.jsonl", workload.name()));
-            let lines: Vec<String> = measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
-            std::fs::write(&trace_path, lines.join("\n") + "\n")
-                .map_err(|e| format!("cannot write {}: {e}", trace_path.display()))?;
-            rows.push(E2eRow {
-                policy: name.to_string(),
-                replicas,
-                predicted,
-                measured: measured.result,
-                follow_ups_on_pod: measured.follow_ups_on_pod,
-            });
-            bar.inc(1);
+        let mut all_rows = Vec::new();
+        for set in 0..sets {
+            let seed = xxhash_rust::xxh64::xxh64(format!("{}-e2e", workload.name()).as_bytes(), args.seed + set);
+            let scenario = std::sync::Arc::new(workload.scenario(step, seed));
+            let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
+            let mut rows = Vec::new();
+            for &(name, policy, replicas) in &runs {
+                bar.set_message(format!("{} {name} ×{replicas}, request set {set}", workload.name()));
+                let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
+                let predicted = des::run(&scenario, des_policy.as_mut());
+                let measured =
+                    runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));
+                // Set 0 keeps the single-set run's file names.
+                let suffix = if set == 0 { String::new() } else { format!("-set{set}") };
+                let trace_path = out.join(format!("e2e-trace-{}-{name}-{replicas}{suffix}.jsonl", workload.name()));
+                let lines: Vec<String> = measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+                std::fs::write(&trace_path, lines.join("\n") + "\n")
+                    .map_err(|e| format!("cannot write {}: {e}", trace_path.display()))?;
+                rows.push(E2eRow {
+                    policy: name.to_string(),
+                    replicas,
+                    request_set: set,
+                    predicted,
+                    measured: measured.result,
+                    follow_ups_on_pod: measured.follow_ups_on_pod,
+                });
+                bar.inc(1);
+            }
+            let described = if sets == 1 { described.to_string() } else { format!("{described}, request set {set}") };
+            markdown.push_str(&e2e_markdown(&described, &rows, scenario.requests.len(), args.e2e_time_scale));
+            all_rows.extend(rows);
         }
-        let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        if sets > 1 {
+            markdown.push_str(&e2e_sets_markdown(described, &all_rows));
+        }
+        let json = serde_json::to_string_pretty(&all_rows).map_err(|e| e.to_string())?;
         let path = out.join(format!("e2e-{}.json", workload.name()));
         std::fs::write(&path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        markdown.push_str(&e2e_markdown(described, &rows, scenario.requests.len(), args.e2e_time_scale));
     }
     bar.finish_with_message("done");
     Ok(markdown)

@@ -11,6 +11,8 @@ pub struct E2eRow {
     pub policy: String,
     /// Gateway replicas (separate Envoys) the client spread the requests over.
     pub replicas: usize,
+    /// Which generated request set (0: the one a single-set run uses).
+    pub request_set: u64,
     /// The discrete-event run of the same requests.
     pub predicted: RunResult,
     /// Through real Envoy, at the client; the prefix hit rate is the pods' own.
@@ -66,4 +68,80 @@ pub fn e2e_markdown(described: &str, rows: &[E2eRow], requests: usize, time_scal
         );
     }
     out
+}
+
+/// Over several request sets: each policy's TTFT p90 and p99, measured against
+/// predicted, set by set, and in how many sets they meet part 2's targets (measured
+/// p99 ≤ 2× predicted, p90 within 25%).
+pub fn e2e_sets_markdown(described: &str, rows: &[E2eRow]) -> String {
+    let mut out = format!(
+        "\n### {described}: every request set\n\n| policy | requests measured | sets | measured p99 per set (predicted) | p99 ≤ 2× predicted | p90 within 25% of predicted |\n|---|---:|---:|---|---:|---:|\n"
+    );
+    let mut labels: Vec<String> = rows.iter().map(E2eRow::label).collect();
+    labels.sort();
+    labels.dedup();
+    for label in labels {
+        let mine: Vec<&E2eRow> = rows.iter().filter(|r| r.label() == label).collect();
+        let requests: usize = mine.iter().map(|r| r.measured.requests).sum();
+        let per_set: Vec<String> =
+            mine.iter().map(|r| format!("{:.0} ({:.0})", r.measured.ttft_ms.p99, r.predicted.ttft_ms.p99)).collect();
+        let tail_met = mine.iter().filter(|r| r.measured.ttft_ms.p99 <= 2.0 * r.predicted.ttft_ms.p99).count();
+        let p90_met = mine
+            .iter()
+            .filter(|r| (r.measured.ttft_ms.p90 - r.predicted.ttft_ms.p90).abs() <= 0.25 * r.predicted.ttft_ms.p90)
+            .count();
+        let _ = writeln!(
+            out,
+            "| {label} | {requests} | {} | {} | {tail_met} of {} | {p90_met} of {} |",
+            mine.len(),
+            per_set.join(", "),
+            mine.len(),
+            mine.len()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Percentiles;
+
+    fn result(requests: usize, p90: f64, p99: f64) -> RunResult {
+        RunResult {
+            requests,
+            failed: 0,
+            ttft_ms: Percentiles { mean: 0.0, p50: 0.0, p90, p99 },
+            tpot_p90_ms: 0.0,
+            e2e_p90_ms: 0.0,
+            output_tokens_per_s: 0.0,
+            prefix_hit_rate: 0.0,
+            lora_loads: 0,
+            load_imbalance_cv: 0.0,
+            calibration: None,
+        }
+    }
+
+    fn row(request_set: u64, predicted: (f64, f64), measured: (f64, f64)) -> E2eRow {
+        E2eRow {
+            policy: "infergate".into(),
+            replicas: 1,
+            request_set,
+            predicted: result(400, predicted.0, predicted.1),
+            measured: result(400, measured.0, measured.1),
+            follow_ups_on_pod: (0, 0),
+        }
+    }
+
+    #[test]
+    fn the_sets_table_counts_each_set_against_its_own_prediction() {
+        let rows = [
+            row(0, (100.0, 280.0), (110.0, 500.0)),   // p99 within 2×, p90 within 25%
+            row(1, (100.0, 5000.0), (130.0, 9000.0)), // p99 within 2×, p90 30% over
+            row(2, (100.0, 200.0), (90.0, 4000.0)),   // p99 20× over
+        ];
+        let table = e2e_sets_markdown("bursty-chat", &rows);
+        let line = table.lines().find(|l| l.starts_with("| infergate |")).unwrap_or_default();
+        assert_eq!(line, "| infergate | 1200 | 3 | 500 (280), 9000 (5000), 4000 (200) | 2 of 3 | 2 of 3 |", "{table}");
+    }
 }
