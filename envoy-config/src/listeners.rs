@@ -9,6 +9,7 @@ use crate::RenderOptions;
 use crate::clusters::{UpstreamPolicy, cluster_name};
 use crate::wasm::{self, PluginConfigError};
 
+use infergate_core::wire::header::MODEL as MODEL_HEADER;
 /// Header the router filter sets to select the pool's route.
 pub(crate) use infergate_core::wire::header::POOL as POOL_HEADER;
 /// Room above the body limit so that the filter, not Envoy's buffer, answers 413.
@@ -59,20 +60,36 @@ pub(crate) fn not_found_route(message: &str) -> Value {
 
 fn pool_routes(config: &InfergateConfig, options: &RenderOptions) -> Value {
     let timeout = format!("{}s", config.gateway.request_timeout_ms.div_ceil(1000));
-    let mut routes: Vec<Value> = config
-        .pools
-        .iter()
-        .map(|pool| {
-            json!({
-                "match": {"prefix": "/", "headers": [{"name": POOL_HEADER, "string_match": {"exact": pool.name}}]},
-                "route": {
-                    "cluster": cluster_name(&pool.name),
-                    "timeout": timeout,
-                    "retry_policy": retry_policy(config.gateway.retries),
-                },
-            })
+    // A LoRA model first: a pod that does not hold its adapter answers 404 (vLLM
+    // without the adapter loaded), and another pod of the pool may hold it.
+    let lora_routes = config.models.iter().filter(|model| model.adapter.is_some()).map(|model| {
+        json!({
+            "match": {"prefix": "/", "headers": [
+                {"name": POOL_HEADER, "string_match": {"exact": model.pool}},
+                {"name": MODEL_HEADER, "string_match": {"exact": model.name}},
+            ]},
+            "route": {
+                "cluster": cluster_name(&model.pool),
+                "timeout": timeout,
+                "retry_policy": retry_policy_for(config.gateway.retries, &[503, 404]),
+            },
         })
-        .collect();
+    });
+    let pool_routes = config.pools.iter().map(|pool| {
+        json!({
+            "match": {"prefix": "/", "headers": [{"name": POOL_HEADER, "string_match": {"exact": pool.name}}]},
+            "route": {
+                "cluster": cluster_name(&pool.name),
+                "timeout": timeout,
+                "retry_policy": retry_policy(config.gateway.retries),
+            },
+        })
+    });
+    let mut routes: Vec<Value> = if options.upstream_policy == UpstreamPolicy::Infergate {
+        lora_routes.chain(pool_routes).collect()
+    } else {
+        pool_routes.collect()
+    };
     if options.upstream_policy != UpstreamPolicy::Infergate {
         // Baseline mode has no filter to name the pool; route on the model header that
         // clients of a baseline would set, else to the first pool.
@@ -97,9 +114,14 @@ fn pool_routes(config: &InfergateConfig, options: &RenderOptions) -> Value {
 
 /// Retries go to the next pod in the ranked header, never to one already tried.
 pub(crate) fn retry_policy(retries: u32) -> Value {
+    retry_policy_for(retries, &[503])
+}
+
+/// [`retry_policy`], retrying these upstream statuses.
+fn retry_policy_for(retries: u32, statuses: &[u16]) -> Value {
     json!({
         "retry_on": "connect-failure,reset,retriable-status-codes",
-        "retriable_status_codes": [503],
+        "retriable_status_codes": statuses,
         "num_retries": retries,
         "retry_host_predicate": [{
             "name": "envoy.retry_host_predicates.previous_hosts",

@@ -27,6 +27,25 @@ fn the_three_roles_share_one_vm_id_and_the_token_stays_out() {
 }
 
 #[test]
+fn a_lora_models_route_retries_a_404_on_another_pod_and_a_base_models_does_not() {
+    let bootstrap = render_bootstrap(&example(), &RenderOptions::new("/x.wasm".into())).unwrap();
+    let filters = &bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0];
+    let routes = filters["typed_config"]["route_config"]["virtual_hosts"][0]["routes"].as_array().unwrap();
+    let first = &routes[0];
+    let headers: Vec<(&str, &str)> = first["match"]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["name"].as_str().unwrap(), h["string_match"]["exact"].as_str().unwrap()))
+        .collect();
+    assert_eq!(headers, [("x-infergate-pool", "llama"), ("x-gateway-model-name", "sql-lora")]);
+    assert_eq!(first["route"]["retry_policy"]["retriable_status_codes"], serde_json::json!([503, 404]));
+    let pool_route = routes.iter().find(|r| r["match"]["headers"].as_array().is_some_and(|h| h.len() == 1)).unwrap();
+    assert_eq!(pool_route["route"]["retry_policy"]["retriable_status_codes"], serde_json::json!([503]));
+    assert_eq!(routes.iter().filter(|r| r["match"]["headers"].as_array().is_some_and(|h| h.len() == 2)).count(), 1);
+}
+
+#[test]
 fn the_listener_buffer_exceeds_the_body_limit() {
     let config = example();
     let bootstrap = render_bootstrap(&config, &RenderOptions::new("/x.wasm".into())).unwrap();

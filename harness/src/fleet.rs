@@ -16,12 +16,29 @@ pub struct Fleet {
 
 impl Fleet {
     pub async fn start(count: usize, profile: EngineProfile, time_scale: f64, adapters: &[String]) -> Self {
+        Self::start_serving(count, profile, time_scale, &[], adapters).await
+    }
+
+    /// Pods that serve only `models` (any model when empty) and `adapters`: a request
+    /// for another model gets the 404 an engine gives.
+    pub async fn start_serving(
+        count: usize,
+        profile: EngineProfile,
+        time_scale: f64,
+        models: &[String],
+        adapters: &[String],
+    ) -> Self {
         let stop = Arc::new(Notify::new());
         let mut pods = Vec::new();
         for _ in 0..count {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
-            let pod = Pod::new(PodSpec { time_scale, adapters: adapters.to_vec(), ..PodSpec::new(address, profile) });
+            let pod = Pod::new(PodSpec {
+                time_scale,
+                models: models.to_vec(),
+                adapters: adapters.to_vec(),
+                ..PodSpec::new(address, profile)
+            });
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
             pods.push(address);
         }

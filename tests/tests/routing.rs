@@ -157,3 +157,55 @@ async fn usage_is_read_without_cutting_answers_and_the_ratio_is_exported() {
     let milli = stack.stat("infergate.pool.a.chars_per_token_milli").await.unwrap_or(0);
     assert!((2_000..=8_000).contains(&milli), "characters per token × 1000: {milli}");
 }
+
+/// A pod without a LoRA adapter answers 404 (vLLM, when the adapter is not loaded
+/// there): the request is retried on the next ranked pod, which holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lora_request_the_chosen_pod_cannot_serve_is_retried_on_one_that_can() {
+    use infergate_core::config::Engine;
+    use infergate_e2e::fleet::Fleet;
+    use infergate_model_sim::engine::EngineProfile;
+
+    let base = ["m".to_string()];
+    let with_adapter = Fleet::start_serving(1, EngineProfile::TINY, 1.0, &base, &["sql-lora".to_string()]).await;
+    let without = Fleet::start_serving(1, EngineProfile::TINY, 1.0, &base, &[]).await;
+    let (holder, lacking) = (with_adapter.pods[0], without.pods[0]);
+    let spec = StackSpec {
+        models: vec![ModelSpec::base("m", "a"), ModelSpec::lora("sql-lora", "a", "sql-lora")],
+        pools: vec![("a", 2)],
+        external_pods: Some((Engine::Vllm, vec![holder, lacking])),
+        ..StackSpec::default()
+    };
+    let stack = Stack::start(spec).await;
+    stack.favour(lacking, &[holder, lacking]).await;
+    stack
+        .wait_until("routing to favour the pod without the adapter", Duration::from_secs(3), || async {
+            // Idle pods tie at first: one answer from it could be chance.
+            for _ in 0..5 {
+                if stack.chat("m", 1).await.served_by() != Some(&lacking.to_string()) {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    let retries_before = stack.envoy_stat("cluster.pool-a.upstream_rq_retry").await.unwrap_or(0);
+    for i in 0..5 {
+        let reply = stack.chat("sql-lora", 1).await;
+        assert_eq!(reply.status, 200, "request {i}: {}", reply.body);
+        assert_eq!(reply.served_by(), Some(holder.to_string().as_str()));
+        let ranked = reply.header("x-sim-echo-x-gateway-destination-endpoint").unwrap_or_default();
+        assert_eq!(
+            ranked.split(',').next(),
+            Some(lacking.to_string().as_str()),
+            "the router chose the other pod first: {ranked}"
+        );
+    }
+    let retries = stack.envoy_stat("cluster.pool-a.upstream_rq_retry").await.unwrap_or(0) - retries_before;
+    assert_eq!(retries, 5, "one retry per request");
+    // The base model's route does not retry a 404: the pod lacking the adapter still
+    // serves the base model, so nothing here is refused, and no retry is counted.
+    let reply = stack.chat("m", 1).await;
+    assert_eq!((reply.status, reply.served_by()), (200, Some(lacking.to_string().as_str())));
+    assert_eq!(stack.envoy_stat("cluster.pool-a.upstream_rq_retry").await.unwrap_or(0) - retries_before, 5);
+}
