@@ -1,5 +1,5 @@
-//! Two minutes of the soak (`make soak` runs thirty): no error, and no memory growth
-//! over 5% after warm-up, in Envoy, its wasm VM or the agent.
+//! Two minutes of the soak (`make soak` runs thirty): no error, and no sustained memory
+//! growth over 5% after warm-up, in Envoy, its wasm VM or the agent.
 
 use std::time::Duration;
 
