@@ -23,8 +23,7 @@ fn main() -> Result<(), String> {
     println!("|---|{}", "---:|".repeat(POLICIES.len()));
     let mut p99s = vec![Vec::new(); POLICIES.len()];
     for set in 0..sets {
-        // Set 0 uses part 2's own seed; the others perturb it.
-        let seed = xxhash_rust::xxh64::xxh64(format!("{name}-e2e").as_bytes(), 42 + set);
+        let seed = suite::e2e_request_set_seed(&name, 42, set);
         let scenario = workload.scenario(step, seed);
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();

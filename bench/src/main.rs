@@ -192,7 +192,7 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
         let step = workload.steps()[0];
         let mut all_rows = Vec::new();
         for set in 0..sets {
-            let seed = xxhash_rust::xxh64::xxh64(format!("{}-e2e", workload.name()).as_bytes(), args.seed + set);
+            let seed = suite::e2e_request_set_seed(workload.name(), args.seed, set);
             let scenario = std::sync::Arc::new(workload.scenario(step, seed));
             let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
             let mut rows = Vec::new();

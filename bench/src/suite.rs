@@ -92,6 +92,11 @@ pub fn trace_replay(
     TraceReplay::load(path, speeds.unwrap_or(plan_speeds), window_s)
 }
 
+/// The seed of part 2's request set `set` of `workload` (set 0 is a single-set run's).
+pub fn e2e_request_set_seed(workload: &str, seed: u64, set: u64) -> u64 {
+    xxhash_rust::xxh64::xxh64(format!("{workload}-e2e").as_bytes(), seed + set)
+}
+
 /// Part 2's workloads, each with the sentence the report describes it by: bursty chat
 /// scaled down, and shared-prefix as published at its second load step, where the
 /// discrete-event run shows routing matters most below saturation.

@@ -9,6 +9,7 @@ use crate::RenderOptions;
 use crate::clusters::{UpstreamPolicy, cluster_name};
 use crate::wasm::{self, PluginConfigError};
 
+/// Header the router filter sets to the request's model: a LoRA model's route matches it.
 use infergate_core::wire::header::MODEL as MODEL_HEADER;
 /// Header the router filter sets to select the pool's route.
 pub(crate) use infergate_core::wire::header::POOL as POOL_HEADER;

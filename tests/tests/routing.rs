@@ -171,7 +171,12 @@ async fn a_lora_request_the_chosen_pod_cannot_serve_is_retried_on_one_that_can()
     let without = Fleet::start_serving(1, EngineProfile::TINY, 1.0, &base, &[]).await;
     let (holder, lacking) = (with_adapter.pods[0], without.pods[0]);
     let spec = StackSpec {
-        models: vec![ModelSpec::base("m", "a"), ModelSpec::lora("sql-lora", "a", "sql-lora")],
+        models: vec![
+            ModelSpec::base("m", "a"),
+            ModelSpec::lora("sql-lora", "a", "sql-lora"),
+            // Declared, and served by neither pod.
+            ModelSpec::base("m-missing", "a"),
+        ],
         pools: vec![("a", 2)],
         external_pods: Some((Engine::Vllm, vec![holder, lacking])),
         ..StackSpec::default()
@@ -203,9 +208,9 @@ async fn a_lora_request_the_chosen_pod_cannot_serve_is_retried_on_one_that_can()
     }
     let retries = stack.envoy_stat("cluster.pool-a.upstream_rq_retry").await.unwrap_or(0) - retries_before;
     assert_eq!(retries, 5, "one retry per request");
-    // The base model's route does not retry a 404: the pod lacking the adapter still
-    // serves the base model, so nothing here is refused, and no retry is counted.
-    let reply = stack.chat("m", 1).await;
-    assert_eq!((reply.status, reply.served_by()), (200, Some(lacking.to_string().as_str())));
+    // A base model's 404 is returned at once: no pod of its pool would serve it.
+    let reply = stack.chat("m-missing", 1).await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.served_by(), Some(lacking.to_string().as_str()), "answered by the chosen pod, not a retry");
     assert_eq!(stack.envoy_stat("cluster.pool-a.upstream_rq_retry").await.unwrap_or(0) - retries_before, 5);
 }
