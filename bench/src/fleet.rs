@@ -45,6 +45,7 @@ impl FleetConfig {
         }));
         let routing = RoutingConfig {
             settings: RoutingSettings::default(),
+            flow_control: Default::default(),
             pools: vec![PoolConfig {
                 name: POOL.into(),
                 metrics_path: None,

@@ -115,6 +115,13 @@ impl ApiError {
         }
     }
 
+    /// The gateway queue answered a held request: 429 (sheddable) or 503 (the others),
+    /// `code` naming the reason (`queue_full`, `displaced`, `expired`).
+    pub fn queue_refused(status: u16, code: &'static str, message: String, retry_after_s: u32) -> Self {
+        let error_type = if status == 429 { ErrorType::RateLimitError } else { ErrorType::ServiceUnavailableError };
+        Self { status, error_type, code, param: None, message, retry_after_s: Some(retry_after_s) }
+    }
+
     /// A tenant used up its requests or tokens per minute for a model.
     pub fn rate_limited(what: &str, limit: u64, model: &str, retry_after_s: u32) -> Self {
         Self {

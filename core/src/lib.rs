@@ -12,6 +12,7 @@ pub mod config;
 pub mod control;
 pub mod endpoint;
 pub mod filter_config;
+pub mod flow;
 pub mod global;
 pub mod prefix;
 pub mod replicas;

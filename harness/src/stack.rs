@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
-    AgentSettings, Criticality, Engine, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
+    AgentSettings, Criticality, Engine, FlowControlSettings, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig,
+    RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
@@ -77,6 +78,7 @@ pub struct StackSpec {
     pub time_scale: f64,
     pub start_agent: bool,
     pub routing: RoutingSettings,
+    pub flow_control: FlowControlSettings,
     /// infergate, or one of Envoy's own policies as a baseline (no filter, no agent).
     pub upstream_policy: UpstreamPolicy,
     pub access_log: bool,
@@ -109,6 +111,7 @@ impl Default for StackSpec {
             time_scale: 1.0,
             start_agent: true,
             routing: RoutingSettings::default(),
+            flow_control: FlowControlSettings::default(),
             upstream_policy: UpstreamPolicy::Infergate,
             access_log: true,
             scrape_interval_ms: 50,
@@ -242,6 +245,7 @@ impl Stack {
                 scrape_timeout_ms: spec.scrape_interval_ms * 4 / 5,
             },
             routing: spec.routing,
+            flow_control: spec.flow_control.clone(),
             pools,
             models,
         };

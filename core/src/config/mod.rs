@@ -4,6 +4,7 @@
 mod admission;
 mod discovery;
 mod error;
+mod flow_control;
 mod routing;
 mod scoring;
 mod validate;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use admission::{AdmissionSettings, Criticality};
 pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
+pub use flow_control::{BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
 pub use scoring::{CostDefaults, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
 pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
@@ -38,6 +40,9 @@ pub struct InfergateConfig {
     pub agent: AgentSettings,
     #[serde(default)]
     pub routing: RoutingSettings,
+    /// The gateway queue; off unless enabled.
+    #[serde(default)]
+    pub flow_control: FlowControlSettings,
     pub pools: Vec<PoolConfig>,
     pub models: Vec<ModelConfig>,
 }
@@ -187,13 +192,19 @@ impl InfergateConfig {
             ));
         }
         validate::check_settings(&self.routing, &root.key("routing"))?;
+        self.flow_control.validate(&root.key("flow_control"))?;
         validate::check_pools(&self.pools, &root.key("pools"))?;
         validate::check_models(&self.models, &self.pools, &root.key("models"))
     }
 
     /// The routing part, as the filter and the snapshot carry it.
     pub fn routing_config(&self) -> RoutingConfig {
-        RoutingConfig { settings: self.routing, pools: self.pools.clone(), models: self.models.clone() }
+        RoutingConfig {
+            settings: self.routing,
+            flow_control: self.flow_control.clone(),
+            pools: self.pools.clone(),
+            models: self.models.clone(),
+        }
     }
 }
 
@@ -202,6 +213,7 @@ impl RoutingConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let root = FieldPath::root();
         validate::check_settings(&self.settings, &root.key("settings"))?;
+        self.flow_control.validate(&root.key("flow_control"))?;
         validate::check_pools(&self.pools, &root.key("pools"))?;
         validate::check_models(&self.models, &self.pools, &root.key("models"))
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::admission::Criticality;
 use super::discovery::Discovery;
+use super::flow_control::FlowControlSettings;
 use super::scoring::{Profile, RoutingSettings, Weights};
 use crate::endpoint::Endpoint;
 
@@ -16,6 +17,8 @@ use crate::endpoint::Endpoint;
 pub struct RoutingConfig {
     #[serde(default)]
     pub settings: RoutingSettings,
+    #[serde(default)]
+    pub flow_control: FlowControlSettings,
     pub pools: Vec<PoolConfig>,
     pub models: Vec<ModelConfig>,
 }
@@ -125,6 +128,7 @@ impl RoutingConfig {
     pub fn single_pool(pool: &str, endpoints: Vec<Endpoint>, model: &str) -> Self {
         Self {
             settings: RoutingSettings::default(),
+            flow_control: FlowControlSettings::default(),
             pools: vec![PoolConfig::static_endpoints(pool, endpoints)],
             models: vec![ModelConfig::base(model, pool)],
         }

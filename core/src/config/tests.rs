@@ -77,6 +77,22 @@ fn semantic_errors_name_the_field() {
             "version: 1\nrouting: {admission: {queue_depth_threshold: -1}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "routing.admission.queue_depth_threshold",
         ),
+        (
+            "version: 1\nflow_control: {bands: {standard: {max_wait_ms: 0}}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "flow_control.bands.standard.max_wait_ms",
+        ),
+        (
+            "version: 1\nflow_control: {tenant_header: X-Tenant}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "flow_control.tenant_header",
+        ),
+        (
+            "version: 1\nflow_control: {bands: {critical: {max_wait_ms: 10, hold_above_ttft_ms: -5}}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "flow_control.bands.critical.hold_above_ttft_ms",
+        ),
+        (
+            "version: 1\nflow_control: {max_queued: 0}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "flow_control.max_queued",
+        ),
     ];
     for (text, path) in cases {
         let err = error_of(text);
@@ -165,4 +181,21 @@ fn the_metrics_path_defaults_by_engine_and_a_bad_one_is_refused_with_its_line() 
     let err = error_of(&text.replace("/stats/prometheus", "metrics"));
     assert_eq!((err.path.as_str(), err.location.map(|l| l.line)), ("pools[1].metrics_path", Some(7)), "{err}");
     assert!(err.message.contains("starting with '/'"), "{err}");
+}
+
+#[test]
+fn flow_control_is_read_with_its_policies_and_an_unknown_one_is_refused_with_its_line() {
+    let ok = "version: 1\nflow_control:\n  enabled: true\n  fairness: round-robin\n  order: first-come\n  bands: {sheddable: {max_wait_ms: 500, hold_above_ttft_ms: 200}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n";
+    let config = InfergateConfig::from_yaml_str(ok, "t").unwrap();
+    let flow = &config.flow_control;
+    assert!(flow.enabled);
+    assert_eq!((flow.fairness, flow.order), (Fairness::RoundRobin, QueueOrder::FirstCome));
+    assert_eq!(flow.bands.sheddable.hold_above_ttft_ms, Some(200.0));
+    assert_eq!(flow.bands.standard, Bands::default().standard, "unset bands keep their defaults");
+    assert_eq!(config.routing_config().flow_control, *flow, "the filter gets the same settings");
+    let err = error_of(
+        "version: 1\nflow_control:\n  fairness: lottery\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+    );
+    assert_eq!(err.location.map(|l| l.line), Some(3), "{err}");
+    assert!(err.message.contains("attained-service"), "{err}");
 }

@@ -217,6 +217,7 @@ mod summarizing {
             created_at_ms: 10_000,
             routing: RoutingConfig {
                 settings: RoutingSettings::default(),
+                flow_control: Default::default(),
                 pools: vec![pool],
                 models: vec![ModelConfig {
                     name: "m".into(),

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::config::{Profile, RoutingSettings, ScoringMode};
+use crate::config::{Criticality, Profile, RoutingSettings, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::scoring::{AdapterState, Candidate, RequestShape, TtftBreakdown, predicted_ttft};
 
@@ -144,4 +144,17 @@ impl Decision {
         }
         out
     }
+}
+
+/// What the router made of a request under flow control.
+#[derive(Debug, Clone)]
+pub enum Routing {
+    Routed(Box<Decision>),
+    /// Not routed now: the pool is saturated (`predicted_ttft_ms` is `None`), or the
+    /// best pod's predicted TTFT is above the band's limit.
+    Hold {
+        pool: String,
+        band: Criticality,
+        predicted_ttft_ms: Option<f64>,
+    },
 }

@@ -14,7 +14,7 @@ mod tables;
 use std::collections::HashMap;
 
 use crate::api_error::ApiError;
-use crate::config::{Criticality, RoutingConfig, ScoringMode};
+use crate::config::{Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
@@ -22,7 +22,7 @@ use crate::scoring::{RequestShape, keep_with_owner, over_threshold, rank_top, tt
 use crate::snapshot::Snapshot;
 pub use calibration::TtftCalibration;
 pub use chars_per_token::CharsPerToken;
-pub use decision::{Decision, DecisionBasis, PodReport};
+pub use decision::{Decision, DecisionBasis, PodReport, Routing};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 use tables::PodTables;
 
@@ -116,12 +116,40 @@ impl Router {
     }
 
     /// Chooses the ranked endpoints for a request and counts it in flight on the first.
+    /// A sheddable request to a saturated pool is refused (429).
     pub fn route(
         &mut self,
         request: &InferenceRequest,
         now_ms: u64,
         ledger: &mut dyn LoadLedger,
     ) -> Result<Decision, ApiError> {
+        match self.decide(request, now_ms, ledger, None)? {
+            Routing::Routed(decision) => Ok(*decision),
+            Routing::Hold { pool, .. } => Err(ApiError::pool_saturated(&pool, self.config.settings.retry_after_s)),
+        }
+    }
+
+    /// As [`Self::route`], with the gateway queue's rule instead of shedding: a request
+    /// of any band is held while its pool is saturated, or while the best pod's
+    /// predicted TTFT is above its band's `hold_above_ttft_ms`. A held request is
+    /// counted nowhere; the caller queues it and asks again when room may have freed.
+    pub fn route_or_hold(
+        &mut self,
+        request: &InferenceRequest,
+        now_ms: u64,
+        ledger: &mut dyn LoadLedger,
+        flow: &FlowControlSettings,
+    ) -> Result<Routing, ApiError> {
+        self.decide(request, now_ms, ledger, Some(flow))
+    }
+
+    fn decide(
+        &mut self,
+        request: &InferenceRequest,
+        now_ms: u64,
+        ledger: &mut dyn LoadLedger,
+        flow: Option<&FlowControlSettings>,
+    ) -> Result<Routing, ApiError> {
         let model = self.config.model(&request.model).ok_or_else(|| ApiError::model_not_found(&request.model))?;
         let pool = self.config.pool(&model.pool).ok_or_else(|| ApiError::model_not_found(&request.model))?;
         let settings = &self.config.settings;
@@ -151,10 +179,11 @@ impl Router {
         };
         let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
         let candidates = &tables.candidates;
-        if Criticality::effective(model.criticality, request.criticality) == Criticality::Sheddable
-            && admission::pool_saturated(candidates, &settings.admission)
-        {
-            return Err(ApiError::pool_saturated(&pool.name, settings.retry_after_s));
+        let band = Criticality::effective(model.criticality, request.criticality);
+        let hold = |predicted_ttft_ms: Option<f64>| Routing::Hold { pool: pool.name.clone(), band, predicted_ttft_ms };
+        let held_when_saturated = flow.is_some() || band == Criticality::Sheddable;
+        if held_when_saturated && admission::pool_saturated(candidates, &settings.admission) {
+            return Ok(hold(None));
         }
         let chars_per_token = self.chars_per_token.ratio(&pool.name);
         let shape = RequestShape {
@@ -195,6 +224,11 @@ impl Router {
         };
         let chosen = report(first).ok_or_else(|| ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s))?;
         let runner_up = ranked.get(1).and_then(|&i| report(i));
+        if let Some(limit) = flow.and_then(|f| f.band(band).hold_above_ttft_ms) {
+            if chosen.ttft.ttft_ms > limit {
+                return Ok(hold(Some(chosen.ttft.ttft_ms)));
+            }
+        }
         let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
         let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
@@ -219,7 +253,7 @@ impl Router {
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
         self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
-        Ok(decision)
+        Ok(Routing::Routed(Box::new(decision)))
     }
 
     /// The request's first token came back (or it failed before one): its prefill no

@@ -21,6 +21,7 @@ fn pool(name: &str, ports: &[u16]) -> PoolConfig {
 fn config() -> RoutingConfig {
     RoutingConfig {
         settings: RoutingSettings::default(),
+        flow_control: Default::default(),
         pools: vec![pool("a", &[1, 2, 3]), pool("b", &[9]), pool("wide", &[11, 12, 13, 14, 15, 16, 17, 18])],
         models: vec![
             ModelConfig { name: "base".into(), pool: "a".into(), adapter: None, criticality: Default::default() },
@@ -487,4 +488,64 @@ fn with_several_replicas_a_pods_unseen_arrivals_count_once_per_replica() {
     };
     assert_eq!(second_pod(1), (ep(1), ep(1)));
     assert_eq!(second_pod(3), (ep(1), ep(2)));
+}
+
+#[test]
+fn under_flow_control_a_saturated_pool_holds_every_band_and_counts_none() {
+    let flow = FlowControlSettings { enabled: true, ..Default::default() };
+    let saturated = vec![pod(1, 6.0, 0.5, 1_000), pod(2, 0.0, 0.9, 1_000), pod(3, 8.0, 0.9, 1_000)];
+    let mut routing = config();
+    routing.models[0].criticality = Criticality::Critical;
+    let mut router = Router::new(routing.clone(), 1);
+    let mut ledger = LocalLedger::default();
+    let mut snap = snapshot("a", saturated);
+    snap.routing = routing;
+    router.apply_snapshot(snap, &ledger);
+    for criticality in [Criticality::Sheddable, Criticality::Standard, Criticality::Critical] {
+        let request = InferenceRequest { criticality: Some(criticality), ..request("base") };
+        match router.route_or_hold(&request, 1_010, &mut ledger, &flow).unwrap() {
+            Routing::Hold { pool, band, predicted_ttft_ms } => {
+                assert_eq!((pool.as_str(), band, predicted_ttft_ms), ("a", criticality, None));
+            }
+            Routing::Routed(d) => panic!("{criticality:?} routed to {}", d.chosen.endpoint),
+        }
+    }
+    for pod in 1..=3 {
+        assert_eq!(ledger.load(ep(pod)), PodLoad::default(), "a held request is counted nowhere");
+    }
+    let (mut router, mut ledger) =
+        router_with(vec![pod(1, 6.0, 0.5, 1_000), pod(2, 0.0, 0.3, 1_000), pod(3, 8.0, 0.9, 1_000)]);
+    let Routing::Routed(decision) = router.route_or_hold(&request("base"), 1_010, &mut ledger, &flow).unwrap() else {
+        panic!("pod 2 has room")
+    };
+    assert_eq!(decision.chosen.endpoint, ep(2));
+    assert_eq!(ledger.load(ep(2)).in_flight, 1);
+}
+
+#[test]
+fn a_band_with_a_ttft_limit_is_held_while_the_best_prediction_exceeds_it() {
+    let mut flow = FlowControlSettings { enabled: true, ..Default::default() };
+    let busy = vec![pod(1, 3.0, 0.5, 1_000), pod(2, 3.0, 0.5, 1_000), pod(3, 3.0, 0.5, 1_000)];
+    let mut routing = config();
+    routing.models[0].criticality = Criticality::Critical;
+    let mut router = Router::new(routing.clone(), 1);
+    let mut ledger = LocalLedger::default();
+    let mut snap = snapshot("a", busy);
+    snap.routing = routing;
+    router.apply_snapshot(snap, &ledger);
+    let standard = InferenceRequest { criticality: Some(Criticality::Standard), ..request("base") };
+    let Routing::Routed(decision) = router.route_or_hold(&standard, 1_010, &mut ledger, &flow).unwrap() else {
+        panic!("not saturated and no limit: routed")
+    };
+    let predicted = decision.chosen.ttft.ttft_ms;
+    router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
+    flow.bands.standard.hold_above_ttft_ms = Some(predicted * 0.5);
+    match router.route_or_hold(&standard, 1_010, &mut ledger, &flow).unwrap() {
+        Routing::Hold { predicted_ttft_ms: Some(ms), .. } => assert!(ms > predicted * 0.5, "{ms} vs {predicted}"),
+        other => panic!("expected a hold with its prediction, got {other:?}"),
+    }
+    assert!(
+        matches!(router.route_or_hold(&request("base"), 1_010, &mut ledger, &flow).unwrap(), Routing::Routed(_)),
+        "the limit is the standard band's only"
+    );
 }
