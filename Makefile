@@ -14,7 +14,7 @@ PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
   test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
-  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-datapath bench-engines inference-perf clean
+  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-engines inference-perf clean
 
 help: ## this list
 	@echo "make TARGET, where TARGET is one of:"
@@ -236,6 +236,11 @@ bench-agent: setup wasm ## the metrics agent at 100 to 1,000 pods: CPU, memory, 
 # across clusters and against no tier 2 (seconds).
 bench-global: build ## tier 2: global router vs round robin across clusters vs none, two regions with a burst
 	cargo run --release --locked -p infergate-bench --bin global -- --out bench/results/global
+
+# Flow control in the discrete-event simulator: no gateway queue, a first-come queue, the
+# llm-d Router's flow control at its defaults and infergate's, under 60 s at 1.5x (seconds).
+bench-flow: ## flow control: tenants and priorities through a minute of overload, four gateway queues
+	cargo run --release --locked -p infergate-bench --bin flow -- --out bench/results/flow
 
 # Plain Envoy against Envoy with the filter, near-instant pods, 1 KiB to 1 MiB bodies at
 # concurrency 1, 32 and 150; then the criterion micro-benchmarks of the hot path.

@@ -17,7 +17,7 @@ use infergate_model_sim::engine::{Engine, EngineEvent, SimRequest};
 use crate::calibration::{CalibrationResult, PrefillShares};
 use crate::fleet::{FleetConfig, SCRAPE_INTERVAL_S, Scraper};
 use crate::policies::{PickContext, Policy};
-use crate::request::Arrival;
+use crate::request::{Arrival, BenchRequest};
 use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::Scenario;
 
@@ -29,40 +29,50 @@ enum Event {
     Scrape,
 }
 
+/// One event at its time; `seq` keeps events at equal times in insertion order.
 #[derive(Debug, Clone, Copy)]
-struct Scheduled {
+struct Scheduled<E> {
     at: f64,
     seq: u64,
-    event: Event,
+    event: E,
 }
 
-impl PartialEq for Scheduled {
+impl<E> PartialEq for Scheduled<E> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
+impl<E> Eq for Scheduled<E> {}
+impl<E> PartialOrd for Scheduled<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Scheduled {
+impl<E> Ord for Scheduled<E> {
     /// Earliest first in a max-heap: reversed time, then insertion order.
     fn cmp(&self, other: &Self) -> Ordering {
         other.at.total_cmp(&self.at).then(other.seq.cmp(&self.seq))
     }
 }
 
-struct Queue {
-    heap: BinaryHeap<Scheduled>,
+/// The pending events of a simulation, earliest first.
+pub(crate) struct Timeline<E> {
+    heap: BinaryHeap<Scheduled<E>>,
     seq: u64,
 }
 
-impl Queue {
-    fn push(&mut self, at: f64, event: Event) {
+impl<E> Timeline<E> {
+    pub(crate) fn new() -> Self {
+        Self { heap: BinaryHeap::new(), seq: 0 }
+    }
+
+    pub(crate) fn push(&mut self, at: f64, event: E) {
         self.seq += 1;
         self.heap.push(Scheduled { at, seq: self.seq, event });
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<(f64, E)> {
+        self.heap.pop().map(|s| (s.at, s.event))
     }
 }
 
@@ -101,8 +111,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
     // The pods policies may pick at `now`: at least the first one.
     let present = |now: f64| plan.present(scenario.pods, now).clamp(1, scenario.pods.max(1));
     let mut shares = PrefillShares::new(scenario.pods);
-    let mut stepping = vec![false; scenario.pods];
-    let mut pending_steps: Vec<Vec<EngineEvent>> = vec![Vec::new(); scenario.pods];
+    let mut steps = Steps::new(scenario.pods);
     let mut in_flight = vec![0u32; scenario.pods];
     let mut scraper = Scraper::new(scenario.pods);
     let mut scrape = scraper.scrape(engines.get(..present(0.0)).unwrap_or_default(), &fleet, 0.0);
@@ -110,7 +119,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
 
     let mut outcomes: Vec<RequestOutcome> = vec![RequestOutcome::default(); scenario.requests.len()];
     let mut followers: HashMap<usize, Vec<(usize, f64)>> = HashMap::new();
-    let mut queue = Queue { heap: BinaryHeap::new(), seq: 0 };
+    let mut queue = Timeline::new();
     for (i, request) in scenario.requests.iter().enumerate() {
         match request.arrival {
             Arrival::At(t) => queue.push(t, Event::Arrival(i)),
@@ -121,7 +130,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
     let deadline = scenario.duration_s + DRAIN_LIMIT_S;
     let mut remaining = scenario.requests.len();
 
-    while let Some(Scheduled { at: now, event, .. }) = queue.heap.pop() {
+    while let Some((now, event)) = queue.pop() {
         if now > deadline || remaining == 0 {
             break;
         }
@@ -162,27 +171,15 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
                 outcomes[id].pod = pod;
                 outcomes[id].output_tokens = request.output_tokens;
                 in_flight[pod] += 1;
-                let block_size = engines[pod].profile().block_size;
-                engines[pod].submit(SimRequest::from_text(
-                    id as u64,
-                    now,
-                    &request.prompt,
-                    request.output_tokens,
-                    request.adapter.clone(),
-                    block_size,
-                ));
-                if !stepping[pod] {
-                    start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
-                }
+                let submitted = engine_request(&engines[pod], id, now, request);
+                engines[pod].submit(submitted);
+                steps.start_if_idle(&mut engines[pod], pod, now, &mut queue, Event::StepEnd(pod), Event::Wake(pod));
             }
             Event::Wake(pod) => {
-                if !stepping[pod] {
-                    start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
-                }
+                steps.start_if_idle(&mut engines[pod], pod, now, &mut queue, Event::StepEnd(pod), Event::Wake(pod));
             }
             Event::StepEnd(pod) => {
-                stepping[pod] = false;
-                for event in std::mem::take(&mut pending_steps[pod]) {
+                for event in steps.end(pod) {
                     match event {
                         EngineEvent::FirstToken { id, at } => {
                             let id = id as usize;
@@ -206,7 +203,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
                         EngineEvent::Token { .. } => {}
                     }
                 }
-                start_step(&mut engines[pod], pod, now, &mut stepping, &mut pending_steps, &mut queue);
+                steps.start(&mut engines[pod], pod, now, &mut queue, Event::StepEnd(pod), Event::Wake(pod));
             }
         }
     }
@@ -231,23 +228,75 @@ fn skip_conversation(
     skipped
 }
 
-fn start_step(
-    engine: &mut Engine,
-    pod: usize,
-    now: f64,
-    stepping: &mut [bool],
-    pending: &mut [Vec<EngineEvent>],
-    queue: &mut Queue,
-) {
-    match engine.step(now) {
-        Some(step) => {
-            stepping[pod] = true;
-            pending[pod] = step.events;
-            queue.push(now + step.duration, Event::StepEnd(pod));
+/// A benchmark request as the engine of `engine`'s pod receives it at `now`.
+pub(crate) fn engine_request(engine: &Engine, id: usize, now: f64, request: &BenchRequest) -> SimRequest {
+    SimRequest::from_text(
+        id as u64,
+        now,
+        &request.prompt,
+        request.output_tokens,
+        request.adapter.clone(),
+        engine.profile().block_size,
+    )
+}
+
+/// Which pods are mid-step, and what each running step will have produced at its end.
+pub(crate) struct Steps {
+    stepping: Vec<bool>,
+    pending: Vec<Vec<EngineEvent>>,
+}
+
+impl Steps {
+    pub(crate) fn new(pods: usize) -> Self {
+        Self { stepping: vec![false; pods], pending: vec![Vec::new(); pods] }
+    }
+
+    /// The pod's step ended: what it produced.
+    pub(crate) fn end(&mut self, pod: usize) -> Vec<EngineEvent> {
+        if let Some(s) = self.stepping.get_mut(pod) {
+            *s = false;
         }
-        None => {
-            if let Some(wake) = engine.wake_at(now) {
-                queue.push(wake, Event::Wake(pod));
+        self.pending.get_mut(pod).map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Starts the pod's next step unless one is running.
+    pub(crate) fn start_if_idle<E>(
+        &mut self,
+        engine: &mut Engine,
+        pod: usize,
+        now: f64,
+        timeline: &mut Timeline<E>,
+        step_end: E,
+        wake: E,
+    ) {
+        if !self.stepping.get(pod).copied().unwrap_or(true) {
+            self.start(engine, pod, now, timeline, step_end, wake);
+        }
+    }
+
+    /// Starts the pod's next step if it has work: its end becomes an event, or, idle
+    /// until a request's time comes, a wake-up does.
+    pub(crate) fn start<E>(
+        &mut self,
+        engine: &mut Engine,
+        pod: usize,
+        now: f64,
+        timeline: &mut Timeline<E>,
+        step_end: E,
+        wake: E,
+    ) {
+        match engine.step(now) {
+            Some(step) => {
+                if let (Some(s), Some(p)) = (self.stepping.get_mut(pod), self.pending.get_mut(pod)) {
+                    *s = true;
+                    *p = step.events;
+                }
+                timeline.push(now + step.duration, step_end);
+            }
+            None => {
+                if let Some(at) = engine.wake_at(now) {
+                    timeline.push(at, wake);
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod des;
 pub mod e2e;
 pub mod engine_runs;
 pub mod fleet;
+pub mod flow;
 pub mod global;
 pub mod inference_perf;
 pub mod policies;

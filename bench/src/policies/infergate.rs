@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 
 use infergate_core::ApiError;
-use infergate_core::config::Criticality;
+use infergate_core::config::{Criticality, FlowControlSettings};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::InferenceRequest;
-use infergate_core::router::{LocalLedger, Router};
+use infergate_core::router::{Decision, LocalLedger, Router, Routing};
 
 use super::{PickContext, Policy};
 use crate::calibration::TtftPrediction;
@@ -55,15 +55,37 @@ impl Infergate {
     /// The pod index the router chose, or its refusal (a sheddable request to a
     /// saturated pool); the global benchmark asks clusters in turn.
     pub fn route(&mut self, ctx: &PickContext<'_>, criticality: Option<Criticality>) -> Result<usize, ApiError> {
-        let request = InferenceRequest {
+        let decision = self.router.route(&Self::request(ctx, criticality), ms(ctx.now), &mut self.ledger)?;
+        Ok(self.remember(ctx, decision))
+    }
+
+    /// The pod index, or `None` while flow control holds the request (the flow-control
+    /// benchmark's gateway queue asks again when room may have freed).
+    pub fn route_or_hold(
+        &mut self,
+        ctx: &PickContext<'_>,
+        criticality: Criticality,
+        flow: &FlowControlSettings,
+    ) -> Result<Option<usize>, ApiError> {
+        let request = Self::request(ctx, Some(criticality));
+        match self.router.route_or_hold(&request, ms(ctx.now), &mut self.ledger, flow)? {
+            Routing::Routed(decision) => Ok(Some(self.remember(ctx, *decision))),
+            Routing::Hold { .. } => Ok(None),
+        }
+    }
+
+    fn request(ctx: &PickContext<'_>, criticality: Option<Criticality>) -> InferenceRequest {
+        InferenceRequest {
             model: ctx.request.model.clone(),
             stream: true,
             prompt: ctx.request.prompt.clone(),
             max_tokens: Some(ctx.request.output_tokens),
             criticality,
             ..Default::default()
-        };
-        let decision = self.router.route(&request, ms(ctx.now), &mut self.ledger)?;
+        }
+    }
+
+    fn remember(&mut self, ctx: &PickContext<'_>, decision: Decision) -> usize {
         let endpoint = decision.chosen.endpoint;
         self.routed.insert(
             ctx.id,
@@ -76,7 +98,7 @@ impl Infergate {
                 predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
             },
         );
-        Ok(self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0))
+        self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0)
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod calibration;
 pub mod charts;
 pub mod e2e;
+pub mod panels;
 
 use std::fmt::Write;
 

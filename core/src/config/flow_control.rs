@@ -35,30 +35,60 @@ pub struct FlowControlSettings {
     pub bands: Bands,
 }
 
-/// Per-band bounds and release rules.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Per-band bounds and release rules; what a band leaves unset takes its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Bands {
-    #[serde(default = "Bands::default_critical")]
+    /// Defaults: 60 s, 4 waiting.
+    #[serde(default)]
     pub critical: BandSettings,
-    #[serde(default = "Bands::default_standard")]
+    /// Defaults: 30 s, 1 waiting.
+    #[serde(default)]
     pub standard: BandSettings,
-    #[serde(default = "Bands::default_sheddable")]
+    /// Defaults: 10 s, 1 waiting.
+    #[serde(default)]
     pub sheddable: BandSettings,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BandSettings {
     /// Longest time a request of this band is held; then it is answered 503 (429 for
     /// sheddable) with `Retry-After`.
-    pub max_wait_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
+    /// A request of this band is released only to a pod with fewer requests than this
+    /// waiting at its engine (as last scraped, plus those this gateway sent since) and
+    /// KV-cache use below `routing.admission.kv_cache_threshold`. Low keeps the
+    /// engines' queues short, so that the gateway's order decides who goes next; a
+    /// higher band's higher limit keeps room at the engines that only it may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_engine_waiting: Option<f64>,
     /// Also hold a request while the best pod's predicted time to first token is above
-    /// this, even if the pool is not saturated; `null`: hold only while saturated.
+    /// this, even if a pod has room; unset: no such limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_above_ttft_ms: Option<f64>,
+}
+
+/// A band's settings with its defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BandLimits {
+    pub max_wait_ms: u64,
+    pub max_engine_waiting: f64,
+    pub hold_above_ttft_ms: Option<f64>,
+}
+
+impl BandLimits {
+    fn default_for(band: Criticality) -> Self {
+        let (max_wait_ms, max_engine_waiting) = match band {
+            Criticality::Critical => (60_000, 4.0),
+            Criticality::Standard => (30_000, 1.0),
+            Criticality::Sheddable => (10_000, 1.0),
+        };
+        Self { max_wait_ms, max_engine_waiting, hold_above_ttft_ms: None }
+    }
 }
 
 /// Which tenant of a band is served next.
@@ -96,12 +126,24 @@ impl FlowControlSettings {
         1024
     }
 
-    pub fn band(&self, band: Criticality) -> &BandSettings {
-        match band {
+    /// The band's settings, defaults filled in.
+    pub fn band(&self, band: Criticality) -> BandLimits {
+        let set = match band {
             Criticality::Critical => &self.bands.critical,
             Criticality::Standard => &self.bands.standard,
             Criticality::Sheddable => &self.bands.sheddable,
+        };
+        let default = BandLimits::default_for(band);
+        BandLimits {
+            max_wait_ms: set.max_wait_ms.unwrap_or(default.max_wait_ms),
+            max_engine_waiting: set.max_engine_waiting.unwrap_or(default.max_engine_waiting),
+            hold_above_ttft_ms: set.hold_above_ttft_ms.or(default.hold_above_ttft_ms),
         }
+    }
+
+    /// The checks of the file's `flow_control:`, for settings built in code.
+    pub fn validate_standalone(&self) -> Result<(), ConfigError> {
+        self.validate(&FieldPath::root().key("flow_control"))
     }
 
     pub(crate) fn validate(&self, at: &FieldPath) -> Result<(), ConfigError> {
@@ -124,49 +166,34 @@ impl FlowControlSettings {
         }
         let bands = at.key("bands");
         for (name, band) in [
-            ("critical", &self.bands.critical),
-            ("standard", &self.bands.standard),
-            ("sheddable", &self.bands.sheddable),
+            ("critical", Criticality::Critical),
+            ("standard", Criticality::Standard),
+            ("sheddable", Criticality::Sheddable),
         ] {
             let here = bands.key(name);
+            let band = self.band(band);
             if !(1..=3_600_000).contains(&band.max_wait_ms) {
                 return Err(ConfigError::at(
                     &here.key("max_wait_ms"),
                     format!("must be between 1 and 3600000 (one hour), got {}", band.max_wait_ms),
                 ));
             }
+            if !(band.max_engine_waiting.is_finite() && band.max_engine_waiting > 0.0) {
+                return Err(ConfigError::at(
+                    &here.key("max_engine_waiting"),
+                    format!("must be a number of requests > 0, got {}", band.max_engine_waiting),
+                ));
+            }
             if let Some(ttft) = band.hold_above_ttft_ms {
                 if !(ttft.is_finite() && ttft > 0.0) {
                     return Err(ConfigError::at(
                         &here.key("hold_above_ttft_ms"),
-                        format!("must be a finite number of milliseconds > 0, or null; got {ttft}"),
+                        format!("must be a finite number of milliseconds > 0, or unset; got {ttft}"),
                     ));
                 }
             }
         }
         Ok(())
-    }
-}
-
-impl Bands {
-    fn default_critical() -> BandSettings {
-        BandSettings { max_wait_ms: 60_000, hold_above_ttft_ms: None }
-    }
-    fn default_standard() -> BandSettings {
-        BandSettings { max_wait_ms: 30_000, hold_above_ttft_ms: None }
-    }
-    fn default_sheddable() -> BandSettings {
-        BandSettings { max_wait_ms: 10_000, hold_above_ttft_ms: None }
-    }
-}
-
-impl Default for Bands {
-    fn default() -> Self {
-        Self {
-            critical: Self::default_critical(),
-            standard: Self::default_standard(),
-            sheddable: Self::default_sheddable(),
-        }
     }
 }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use admission::{AdmissionSettings, Criticality};
 pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
-pub use flow_control::{BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};
+pub use flow_control::{BandLimits, BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
 pub use scoring::{CostDefaults, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
 pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};

@@ -86,12 +86,16 @@ fn semantic_errors_name_the_field() {
             "flow_control.tenant_header",
         ),
         (
-            "version: 1\nflow_control: {bands: {critical: {max_wait_ms: 10, hold_above_ttft_ms: -5}}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "version: 1\nflow_control: {bands: {critical: {hold_above_ttft_ms: -5}}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "flow_control.bands.critical.hold_above_ttft_ms",
         ),
         (
             "version: 1\nflow_control: {max_queued: 0}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "flow_control.max_queued",
+        ),
+        (
+            "version: 1\nflow_control: {bands: {sheddable: {max_engine_waiting: 0}}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
+            "flow_control.bands.sheddable.max_engine_waiting",
         ),
     ];
     for (text, path) in cases {
@@ -190,8 +194,11 @@ fn flow_control_is_read_with_its_policies_and_an_unknown_one_is_refused_with_its
     let flow = &config.flow_control;
     assert!(flow.enabled);
     assert_eq!((flow.fairness, flow.order), (Fairness::RoundRobin, QueueOrder::FirstCome));
-    assert_eq!(flow.bands.sheddable.hold_above_ttft_ms, Some(200.0));
-    assert_eq!(flow.bands.standard, Bands::default().standard, "unset bands keep their defaults");
+    let sheddable = flow.band(Criticality::Sheddable);
+    assert_eq!((sheddable.max_wait_ms, sheddable.hold_above_ttft_ms), (500, Some(200.0)));
+    assert_eq!(sheddable.max_engine_waiting, 1.0, "what a band leaves unset takes its default");
+    let critical = flow.band(Criticality::Critical);
+    assert_eq!((critical.max_wait_ms, critical.max_engine_waiting), (60_000, 4.0));
     assert_eq!(config.routing_config().flow_control, *flow, "the filter gets the same settings");
     let err = error_of(
         "version: 1\nflow_control:\n  fairness: lottery\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",

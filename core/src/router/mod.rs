@@ -14,7 +14,7 @@ mod tables;
 use std::collections::HashMap;
 
 use crate::api_error::ApiError;
-use crate::config::{Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
+use crate::config::{AdmissionSettings, Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
@@ -181,8 +181,16 @@ impl Router {
         let candidates = &tables.candidates;
         let band = Criticality::effective(model.criticality, request.criticality);
         let hold = |predicted_ttft_ms: Option<f64>| Routing::Hold { pool: pool.name.clone(), band, predicted_ttft_ms };
-        let held_when_saturated = flow.is_some() || band == Criticality::Sheddable;
-        if held_when_saturated && admission::pool_saturated(candidates, &settings.admission) {
+        let saturated = match flow {
+            // The gateway queue takes over the engines' queueing: a pod counts as full
+            // as soon as it has this many waiting.
+            Some(flow) => admission::pool_saturated(
+                candidates,
+                &AdmissionSettings { queue_depth_threshold: flow.band(band).max_engine_waiting, ..settings.admission },
+            ),
+            None => band == Criticality::Sheddable && admission::pool_saturated(candidates, &settings.admission),
+        };
+        if saturated {
             return Ok(hold(None));
         }
         let chars_per_token = self.chars_per_token.ratio(&pool.name);

@@ -525,6 +525,8 @@ fn under_flow_control_a_saturated_pool_holds_every_band_and_counts_none() {
 #[test]
 fn a_band_with_a_ttft_limit_is_held_while_the_best_prediction_exceeds_it() {
     let mut flow = FlowControlSettings { enabled: true, ..Default::default() };
+    flow.bands.standard.max_engine_waiting = Some(5.0);
+    flow.bands.critical.max_engine_waiting = Some(5.0);
     let busy = vec![pod(1, 3.0, 0.5, 1_000), pod(2, 3.0, 0.5, 1_000), pod(3, 3.0, 0.5, 1_000)];
     let mut routing = config();
     routing.models[0].criticality = Criticality::Critical;
@@ -548,4 +550,29 @@ fn a_band_with_a_ttft_limit_is_held_while_the_best_prediction_exceeds_it() {
         matches!(router.route_or_hold(&request("base"), 1_010, &mut ledger, &flow).unwrap(), Routing::Routed(_)),
         "the limit is the standard band's only"
     );
+}
+
+#[test]
+fn under_flow_control_a_pod_is_full_once_its_engine_has_max_engine_waiting_queued() {
+    let two_waiting = || vec![pod(1, 2.0, 0.3, 1_000), pod(2, 2.0, 0.3, 1_000), pod(3, 2.0, 0.3, 1_000)];
+    let (mut router, mut ledger) = router_with(two_waiting());
+    let sheddable = InferenceRequest { criticality: Some(Criticality::Sheddable), ..request("base") };
+    assert!(router.route(&sheddable, 1_010, &mut ledger).is_ok(), "below admission's threshold of 5");
+    let (mut router, mut ledger) = router_with(two_waiting());
+    let flow = FlowControlSettings { enabled: true, ..Default::default() };
+    assert_eq!(flow.band(Criticality::Standard).max_engine_waiting, 1.0);
+    assert!(matches!(router.route_or_hold(&request("base"), 1_010, &mut ledger, &flow).unwrap(), Routing::Hold { .. }));
+    let mut roomier = flow.clone();
+    roomier.bands.standard.max_engine_waiting = Some(3.0);
+    for _ in 0..3 {
+        assert!(matches!(
+            router.route_or_hold(&request("base"), 1_010, &mut ledger, &roomier).unwrap(),
+            Routing::Routed(_)
+        ));
+    }
+    // Each pod now has the one this gateway sent beside its two: all full.
+    assert!(matches!(
+        router.route_or_hold(&request("base"), 1_010, &mut ledger, &roomier).unwrap(),
+        Routing::Hold { .. }
+    ));
 }
