@@ -28,6 +28,11 @@ pub mod header {
     /// On a snapshot push: how many gateway replicas the agent pushes to. Above one,
     /// the control listener answers with this replica's digest for the others.
     pub const REPLICAS: &str = "x-infergate-replicas";
+    /// A client's TTFT target for its request, in milliseconds: under flow control its
+    /// deadline in the gateway queue (earliest deadline first).
+    pub const TTFT_TARGET_MS: &str = "x-infergate-ttft-target-ms";
+    /// On a refusal by the gateway queue: why (`queue_full`, `displaced`, `expired`).
+    pub const QUEUE_REASON: &str = "x-infergate-queue-reason";
     /// The pod that answered, set by model-sim on every response.
     pub const SERVED_BY: &str = "x-infergate-served-by";
     /// Headers only the gateway may set: a client's copies are removed before routing.
@@ -54,6 +59,9 @@ pub mod shared_data {
     /// summary, counted by every worker: `infergate.backlog.<cluster>`, 16 bytes, that
     /// summary's sequence then the count, each a little-endian u64.
     pub const BACKLOG_PREFIX: &str = "infergate.backlog.";
+    /// Prefix of a pool's gateway queue, updated with compare-and-swap by every
+    /// worker: `infergate.flow.<pool>`, a MessagePack `flow::FlowQueue`.
+    pub const FLOW_PREFIX: &str = "infergate.flow.";
     /// The router workers' prefix queues, one name per line.
     pub const PREFIX_PEERS: &str = "infergate.prefix-peers";
     /// When the control listener last drained the outbox (8 bytes, little-endian Unix

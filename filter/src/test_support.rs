@@ -67,12 +67,17 @@ pub fn pod(address: &str) -> Endpoint {
 
 /// A snapshot of the example's `llama` pool where each pod reports `signals`.
 pub fn snapshot(sequence: u64, created_at_ms: u64, signals: &[PodSignals]) -> Vec<u8> {
+    snapshot_with(sequence, created_at_ms, signals, routing())
+}
+
+/// The same, carrying `routing` (a config change reaches the workers this way).
+pub fn snapshot_with(sequence: u64, created_at_ms: u64, signals: &[PodSignals], routing: RoutingConfig) -> Vec<u8> {
     let pods = PODS.iter().zip(signals).map(|(a, s)| PodState::scraped(pod(a), created_at_ms, s.clone())).collect();
     let snapshot = Snapshot {
         version: SNAPSHOT_VERSION,
         sequence,
         created_at_ms,
-        routing: routing(),
+        routing,
         pools: vec![PoolState { name: POOL.to_string(), pods }],
         peers: Default::default(),
     };

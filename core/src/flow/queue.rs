@@ -49,6 +49,17 @@ fn rank(band: Criticality) -> usize {
 }
 
 impl FlowQueue {
+    /// The shared-data value (MessagePack).
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec(self).unwrap_or_default()
+    }
+
+    /// A shared-data value; an unreadable one (written by a module of another
+    /// version) reads as an empty queue, whose tickets' owners then find them gone.
+    pub fn decode(bytes: Option<&[u8]>) -> Self {
+        bytes.and_then(|b| rmp_serde::from_slice(b).ok()).unwrap_or_default()
+    }
+
     pub fn len(&self) -> usize {
         self.tickets.len()
     }

@@ -23,6 +23,11 @@ impl Refusal {
         }
     }
 
+    /// The reason of an answer made by [`Self::answer`], for its reason header.
+    pub fn reason_of(error: &ApiError) -> Option<&'static str> {
+        [Self::QueueFull, Self::Displaced, Self::Expired].into_iter().map(Self::as_str).find(|r| *r == error.code)
+    }
+
     /// 429 for a sheddable request (the client should back off), 503 for the others
     /// (the service could not serve it in time), both with `Retry-After`.
     pub fn answer(self, band: Criticality, pool: &str, retry_after_s: u32) -> ApiError {

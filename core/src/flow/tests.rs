@@ -156,9 +156,8 @@ fn the_state_survives_a_round_trip_through_shared_data() {
     q.offer(ticket(1, Criticality::Critical, "a", 1), &s);
     q.offer(ticket(2, Criticality::Standard, "b", 2), &s);
     q.take(1);
-    let bytes = rmp_serde::to_vec(&q).unwrap();
-    let back: FlowQueue = rmp_serde::from_slice(&bytes).unwrap();
-    assert_eq!(back, q);
+    assert_eq!(FlowQueue::decode(Some(&q.encode())), q);
+    assert!(FlowQueue::decode(Some(b"not msgpack")).is_empty(), "garbage reads as an empty queue");
 }
 
 #[test]

@@ -19,8 +19,9 @@ pub trait RootEvents {
     fn on_tick(&mut self) {}
     /// The plugin is being torn down (a changed config, a new module).
     fn on_done(&mut self) {}
-    /// A new stream on this plugin's filter chain.
-    fn new_stream(&self) -> Box<dyn StreamEvents>;
+    /// A new stream on this plugin's filter chain; `context_id` names it to
+    /// [`super::Host::set_effective_context`].
+    fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents>;
 }
 
 /// One HTTP stream through the filter.

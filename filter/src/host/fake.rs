@@ -53,6 +53,19 @@ struct EnvoyState {
     roots: RefCell<Vec<Option<Box<dyn RootEvents>>>>,
     /// Each worker's tick period and when it last ticked.
     ticks: RefCell<Vec<(u64, u64)>>,
+    /// The stream a root callback made effective, until the callback returns.
+    effective: Cell<Option<u32>>,
+    /// What root callbacks did to streams, applied when the test next drives them.
+    deferred: RefCell<HashMap<u32, Vec<Deferred>>>,
+    next_context: Cell<u32>,
+}
+
+/// A root callback's call on a held stream.
+#[derive(Debug, Clone)]
+enum Deferred {
+    SetHeader(String, Option<String>),
+    Reply(Reply),
+    Resume,
 }
 
 impl EnvoyState {
@@ -162,6 +175,7 @@ impl FakeEnvoy {
             return false;
         };
         f(&mut root);
+        self.state.effective.set(None);
         if let Some(slot) = self.state.roots.borrow_mut().get_mut(index) {
             *slot = Some(root);
         }
@@ -226,11 +240,20 @@ impl Worker {
 
     /// A new stream on this worker's filter chain.
     pub fn stream(&self) -> Stream {
+        let id = self.envoy.next_context.get() + 1;
+        self.envoy.next_context.set(id);
         let events = match self.envoy.roots.borrow().get(self.index) {
-            Some(Some(root)) => root.new_stream(),
+            Some(Some(root)) => root.new_stream(id),
             _ => Box::new(super::events::PassThrough),
         };
-        Stream { host: Rc::clone(&self.host), events, state: StreamState::default(), response_flow: None }
+        Stream {
+            id,
+            host: Rc::clone(&self.host),
+            events,
+            state: StreamState::default(),
+            response_flow: None,
+            resumed: false,
+        }
     }
 
     /// The plugin is torn down (a changed config, a new module); its queues stay.
@@ -285,17 +308,22 @@ struct StreamState {
 
 /// One HTTP stream: the test plays Envoy and the upstream around the filter.
 pub struct Stream {
+    id: u32,
     host: Rc<FakeHost>,
     events: Box<dyn StreamEvents>,
     state: StreamState,
     /// What the last response body callback answered.
     response_flow: Option<Flow>,
+    /// A root callback resumed the paused request.
+    resumed: bool,
 }
 
 impl Stream {
     /// Runs one callback with this stream's state in the host, as Envoy sets the
     /// current context.
     fn run<T>(&mut self, callback: impl FnOnce(&mut dyn StreamEvents) -> T) -> T {
+        self.poll();
+        self.host.envoy.effective.set(None);
         std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
         let out = callback(&mut *self.events);
         std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
@@ -366,6 +394,27 @@ impl Stream {
         flow
     }
 
+    /// Applies what root callbacks did to this stream since: headers set, a reply,
+    /// a resume.
+    pub fn poll(&mut self) {
+        let done = self.host.envoy.deferred.borrow_mut().remove(&self.id).unwrap_or_default();
+        for call in done {
+            match call {
+                Deferred::SetHeader(name, value) => {
+                    set_header(&mut self.state.request_headers, &name, value.as_deref())
+                }
+                Deferred::Reply(reply) => self.state.reply = Some(reply),
+                Deferred::Resume => self.resumed = true,
+            }
+        }
+    }
+
+    /// A root callback let the paused request go on (applies pending calls first).
+    pub fn resumed(&mut self) -> bool {
+        self.poll();
+        self.resumed
+    }
+
     /// The stream ends (answered, reset or timed out).
     pub fn end(&mut self) {
         self.run(|events| events.on_log());
@@ -393,6 +442,15 @@ pub struct FakeHost {
     configuration: Vec<u8>,
     memory_bytes: Cell<u64>,
     stream: RefCell<StreamState>,
+}
+
+impl FakeHost {
+    /// Records a call on the effective stream, if a root callback made one effective.
+    fn defer(&self, call: Deferred) -> bool {
+        let Some(id) = self.envoy.effective.get() else { return false };
+        self.envoy.deferred.borrow_mut().entry(id).or_default().push(call);
+        true
+    }
 }
 
 fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: Option<&str>) {
@@ -451,6 +509,9 @@ impl Host for FakeHost {
         if self.envoy.fails("set_request_header") {
             return Err(Status::BadArgument);
         }
+        if self.defer(Deferred::SetHeader(name.to_string(), value.map(str::to_string))) {
+            return Ok(());
+        }
         set_header(&mut self.stream.borrow_mut().request_headers, name, value);
         Ok(())
     }
@@ -488,7 +549,26 @@ impl Host for FakeHost {
             return Err(Status::InternalFailure);
         }
         let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-        self.stream.borrow_mut().reply = Some(Reply { status, headers, body: body.to_vec() });
+        let reply = Reply { status, headers, body: body.to_vec() };
+        if !self.defer(Deferred::Reply(reply.clone())) {
+            self.stream.borrow_mut().reply = Some(reply);
+        }
+        Ok(())
+    }
+
+    fn set_effective_context(&self, context_id: u32) -> Result<(), Status> {
+        if self.envoy.fails("set_effective_context") || context_id == 0 || context_id > self.envoy.next_context.get() {
+            return Err(Status::BadArgument);
+        }
+        self.envoy.effective.set(Some(context_id));
+        Ok(())
+    }
+
+    fn resume_request(&self) -> Result<(), Status> {
+        if self.envoy.fails("resume_request") || !self.defer(Deferred::Resume) {
+            // Envoy resumes the stream whose callback runs only by its return value.
+            return Err(Status::BadArgument);
+        }
         Ok(())
     }
 

@@ -63,6 +63,11 @@ pub trait Host {
     fn upstream_address(&self) -> Option<String>;
     /// Answers the client and ends the stream.
     fn send_reply(&self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> Result<(), Status>;
+    /// From a root callback: the stream calls that follow act on stream `context_id`
+    /// (one the gateway queue holds), until the callback returns.
+    fn set_effective_context(&self, context_id: u32) -> Result<(), Status>;
+    /// Lets the effective stream's paused request go on to the next filter.
+    fn resume_request(&self) -> Result<(), Status>;
 
     // Shared between the VMs of one process.
     /// A value with its compare-and-swap token; `(None, None)` if never set.

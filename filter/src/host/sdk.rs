@@ -98,6 +98,14 @@ impl Host for SdkHost {
         hostcalls::send_http_response(status_code, headers.to_vec(), Some(body)).map_err(status)
     }
 
+    fn set_effective_context(&self, context_id: u32) -> Result<(), Status> {
+        hostcalls::set_effective_context(context_id).map_err(status)
+    }
+
+    fn resume_request(&self) -> Result<(), Status> {
+        hostcalls::resume_http_request().map_err(status)
+    }
+
     fn shared_data(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
         hostcalls::get_shared_data(key).unwrap_or((None, None))
     }
@@ -191,11 +199,11 @@ impl RootContext for SdkRoot {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         // The SDK panics on `None`, so an unconfigured root answers with a stream that
         // does nothing.
         let stream = match &self.role {
-            Some(role) => role.new_stream(),
+            Some(role) => role.new_stream(context_id),
             None => Box::new(super::events::PassThrough),
         };
         Some(Box::new(SdkStream(stream)))

@@ -58,7 +58,7 @@ impl RootEvents for Singleton {
         self.publish_newest(queue);
     }
 
-    fn new_stream(&self) -> Box<dyn StreamEvents> {
+    fn new_stream(&self, _context_id: u32) -> Box<dyn StreamEvents> {
         Box::new(PassThrough)
     }
 }

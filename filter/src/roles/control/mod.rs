@@ -98,7 +98,7 @@ enum Push {
 }
 
 impl RootEvents for Rc<ControlShared> {
-    fn new_stream(&self) -> Box<dyn StreamEvents> {
+    fn new_stream(&self, _context_id: u32) -> Box<dyn StreamEvents> {
         Box::new(ControlHttp { shared: Rc::clone(self), push: Push::Snapshot, replicated: false })
     }
 }

@@ -3,8 +3,9 @@
 //! set, classify the request, and read the body within its limit.
 
 use infergate_core::ApiError;
+use infergate_core::flow::Refusal;
 use infergate_core::request::{ApiEndpoint, InferenceRequest, RequestScanner, ScanOutcome, classify, parse_request};
-use infergate_core::wire::header::RESERVED_PREFIXES;
+use infergate_core::wire::header::{self, RESERVED_PREFIXES};
 
 use crate::host::Host;
 use crate::metrics::Metric;
@@ -15,6 +16,9 @@ pub fn reply_error(host: &dyn Host, error: &ApiError) {
     let mut headers = vec![("content-type", "application/json")];
     if let Some(seconds) = retry_after.as_deref() {
         headers.push(("retry-after", seconds));
+    }
+    if let Some(reason) = Refusal::reason_of(error) {
+        headers.push((header::QUEUE_REASON, reason));
     }
     host.reply(u32::from(error.status), &headers, &error.body());
 }

@@ -28,17 +28,27 @@ pub trait FrontRole {
     fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError>;
     /// The `GET /v1/models` body.
     fn model_list(&self) -> Result<Vec<u8>, ApiError>;
-    /// Decides where the request goes and sets the routing headers.
-    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError>;
+    /// Decides where the request goes and sets the routing headers, or holds it in the
+    /// gateway queue (the stream stays paused until the role resumes or answers it).
+    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError>;
     /// Counts a refusal in the role's metrics.
     fn count_rejection(&self, error: &ApiError);
     /// The decision, explained, if the role adds it to the response.
-    fn explanation(&self) -> Option<&str>;
+    fn explanation(&self) -> Option<String>;
     fn on_response_headers(&mut self, end_of_stream: bool);
     fn on_response_body(&mut self, _body_size: usize, _end_of_stream: bool) -> Flow {
         Flow::Continue
     }
     fn on_log(&mut self);
+}
+
+/// What a role did with a request it accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// Routed: the request goes on upstream.
+    Routed,
+    /// Held in the gateway queue.
+    Held,
 }
 
 /// A client-facing stream: the shared steps around one role's request.
@@ -89,14 +99,15 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
             Err(error) => return self.reject(&error),
         };
         match self.role.route(request) {
-            Ok(()) => Flow::Continue,
+            Ok(Admitted::Routed) => Flow::Continue,
+            Ok(Admitted::Held) => Flow::Pause,
             Err(error) => self.reject(&error),
         }
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
         if let Some(explanation) = self.role.explanation() {
-            let _ = self.role.host().set_response_header(header::DECISION, explanation);
+            let _ = self.role.host().set_response_header(header::DECISION, &explanation);
         }
         self.role.on_response_headers(end_of_stream);
         Flow::Continue

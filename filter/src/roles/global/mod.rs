@@ -203,7 +203,7 @@ impl RootEvents for Rc<GlobalShared> {
         self.flush_usage();
     }
 
-    fn new_stream(&self) -> Box<dyn StreamEvents> {
+    fn new_stream(&self, _context_id: u32) -> Box<dyn StreamEvents> {
         Box::new(FrontStream::new(GlobalRequest::new(Rc::clone(self))))
     }
 }

@@ -16,7 +16,7 @@ use crate::host::Host;
 use crate::host::events::Flow;
 use crate::metrics::Metric;
 use crate::roles::front::intake::RequestHeaders;
-use crate::roles::front::{FrontRole, ResponseView};
+use crate::roles::front::{Admitted, FrontRole, ResponseView};
 
 /// What a metered request remembers until its answer is complete.
 struct Metered {
@@ -98,7 +98,7 @@ impl FrontRole for GlobalRequest {
         self.shared.model_list_body()
     }
 
-    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError> {
+    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError> {
         let shared = Rc::clone(&self.shared);
         let host = &*shared.host;
         let (decision, backlog) = shared.decide(&request.model, self.class)?;
@@ -139,15 +139,15 @@ impl FrontRole for GlobalRequest {
         }
         log::debug!("infergate global: {}", decision.explain());
         self.explanation = shared.explain.then(|| decision.explain());
-        Ok(())
+        Ok(Admitted::Routed)
     }
 
     fn count_rejection(&self, _error: &ApiError) {
         self.shared.metrics.rejected.increment();
     }
 
-    fn explanation(&self) -> Option<&str> {
-        self.explanation.as_deref()
+    fn explanation(&self) -> Option<String> {
+        self.explanation.clone()
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) {

@@ -4,6 +4,8 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use infergate_core::flow::Refusal;
+
 use crate::host::Host;
 use crate::metrics::Metric;
 
@@ -39,6 +41,41 @@ impl RouterMetrics {
             snapshot_decode_failures: Metric::counter(host, "infergate.snapshot.decode_failures"),
             snapshot_decodes: Metric::counter(host, "infergate.snapshot.decodes"),
             vm_memory: VmMemory { gauge: Metric::gauge(host, "infergate.vm.memory_bytes"), reported: Cell::new(0) },
+        }
+    }
+}
+
+/// The gateway queue's stats, summed over workers: requests held now, released,
+/// refused by reason (and cancelled by their clients), and the wait of each released
+/// request.
+pub struct FlowMetrics {
+    pub queued: Metric,
+    pub released: Metric,
+    pub wait_ms: Metric,
+    pub cancelled: Metric,
+    queue_full: Metric,
+    displaced: Metric,
+    expired: Metric,
+}
+
+impl FlowMetrics {
+    pub fn define(host: &Rc<dyn Host>) -> Self {
+        Self {
+            queued: Metric::gauge(host, "infergate.flow.queued"),
+            released: Metric::counter(host, "infergate.flow.released"),
+            wait_ms: Metric::histogram(host, "infergate.flow.wait_ms"),
+            cancelled: Metric::counter(host, "infergate.flow.dropped.cancelled"),
+            queue_full: Metric::counter(host, "infergate.flow.dropped.queue_full"),
+            displaced: Metric::counter(host, "infergate.flow.dropped.displaced"),
+            expired: Metric::counter(host, "infergate.flow.dropped.expired"),
+        }
+    }
+
+    pub fn dropped(&self, why: Refusal) {
+        match why {
+            Refusal::QueueFull => self.queue_full.increment(),
+            Refusal::Displaced => self.displaced.increment(),
+            Refusal::Expired => self.expired.increment(),
         }
     }
 }

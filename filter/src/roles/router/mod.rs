@@ -1,6 +1,7 @@
 //! The router role, on the main listener: per-worker state shared by its streams (the
 //! core router, the snapshot generation it decoded, its metrics and prefix peers).
 
+mod flow;
 pub(crate) mod ledger;
 mod metrics;
 pub(crate) mod peers;
@@ -21,9 +22,10 @@ use crate::host::Host;
 use crate::host::events::{RootEvents, StreamEvents};
 use crate::roles::front::FrontStream;
 use crate::shared::generation;
+use flow::FlowGate;
 use ledger::SharedLedger;
-use metrics::{PoolMetrics, RouterMetrics};
-use peers::PrefixPeers;
+use metrics::{FlowMetrics, PoolMetrics, RouterMetrics};
+use peers::{FLUSH_PERIOD_MS, PrefixPeers};
 use request::RouterRequest;
 
 pub struct RouterShared {
@@ -38,6 +40,10 @@ pub struct RouterShared {
     peers: PrefixPeers,
     /// Requests this worker has routed, to sample one in N.
     routed: Cell<u64>,
+    /// The gateway queue's requests this worker holds.
+    flow: FlowGate,
+    /// The root's tick is on: prefix records wait to be sent, or requests are held.
+    ticking: Cell<bool>,
 }
 
 impl RouterShared {
@@ -58,6 +64,8 @@ impl RouterShared {
             pools: RefCell::new(HashMap::new()),
             peers: PrefixPeers::new(&host, &role.vm_id, random_u64(&*host)),
             routed: Cell::new(0),
+            flow: FlowGate::new((random_u64(&*host) >> 32) as u32, FlowMetrics::define(&host)),
+            ticking: Cell::new(false),
             host,
         }
     }
@@ -128,8 +136,15 @@ impl RouterShared {
     /// Tells the other workers and replicas that `pod` is about to hold these blocks:
     /// the claim this worker's router made at its decision.
     fn announce_claim(&self, pod: Endpoint, hashes: Vec<u64>) {
-        if !hashes.is_empty() {
-            self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms());
+        if !hashes.is_empty() && self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms()) {
+            self.keep_ticking();
+        }
+    }
+
+    /// Starts the root's tick, if it is not on.
+    fn keep_ticking(&self) {
+        if !self.ticking.replace(true) {
+            self.host.tick_every_ms(FLUSH_PERIOD_MS);
         }
     }
 
@@ -155,6 +170,11 @@ impl RootEvents for Rc<RouterShared> {
 
     fn on_tick(&mut self) {
         self.peers.on_tick(self.host.now_unix_ms());
+        self.release_held();
+        // Stops until a batch of prefix records or a held request needs it again.
+        if !self.flow.holds_any() && self.ticking.replace(false) {
+            self.host.tick_every_ms(0);
+        }
     }
 
     /// The plugin is being torn down: its queue leaves the prefix peers, and its VM's
@@ -165,9 +185,9 @@ impl RootEvents for Rc<RouterShared> {
     }
 
     /// A request arrived on this worker: its queue joins the prefix peers, once.
-    fn new_stream(&self) -> Box<dyn StreamEvents> {
+    fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents> {
         self.peers.join();
-        Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self))))
+        Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self), context_id)))
     }
 }
 
@@ -180,5 +200,7 @@ fn random_u64(host: &dyn Host) -> u64 {
     }
 }
 
+#[cfg(test)]
+mod flow_tests;
 #[cfg(test)]
 mod tests;

@@ -26,8 +26,8 @@ use crate::host::Host;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
-/// Longest a record waits before the other workers see it.
-const FLUSH_PERIOD_MS: u64 = 5;
+/// Longest a record waits before the other workers see it: the router's tick period.
+pub const FLUSH_PERIOD_MS: u64 = 5;
 /// Hashes that make a batch go at once.
 const FLUSH_HASHES: usize = 8_192;
 /// The outbox is filled only if a push drained it this recently: ten default
@@ -48,7 +48,6 @@ pub struct PrefixPeers {
     /// Records not sent yet, oldest first.
     pending: RefCell<Vec<PrefixRecord>>,
     last_flush_ms: Cell<u64>,
-    ticking: Cell<bool>,
     metrics: PeerMetrics,
 }
 
@@ -64,7 +63,6 @@ impl PrefixPeers {
             seen_cas: Cell::new(None),
             pending: RefCell::new(Vec::new()),
             last_flush_ms: Cell::new(0),
-            ticking: Cell::new(false),
             metrics: PeerMetrics::define(host),
         }
     }
@@ -101,9 +99,11 @@ impl PrefixPeers {
         self.own_queue.get()
     }
 
-    /// Sends `record` to every other worker, now or with the next batch.
-    pub fn share(&self, record: PrefixRecord, now_ms: u64) {
-        let Ok(mut pending) = self.pending.try_borrow_mut() else { return };
+    /// Sends `record` to every other worker, now or with the next batch; true if it
+    /// waits for the next tick.
+    #[must_use]
+    pub fn share(&self, record: PrefixRecord, now_ms: u64) -> bool {
+        let Ok(mut pending) = self.pending.try_borrow_mut() else { return false };
         pending.push(record);
         // A handful of records wait at most: summing them is cheaper than tracking.
         let pending_hashes: usize = pending.iter().map(|r| r.hashes.len()).sum();
@@ -111,19 +111,15 @@ impl PrefixPeers {
         let quiet = now_ms.saturating_sub(self.last_flush_ms.get()) >= FLUSH_PERIOD_MS;
         if quiet || pending_hashes >= FLUSH_HASHES {
             self.flush(now_ms);
-        } else if !self.ticking.get() {
-            self.host.tick_every_ms(FLUSH_PERIOD_MS);
-            self.ticking.set(true);
+            false
+        } else {
+            true
         }
     }
 
-    /// The worker's tick: sends what waits, then stops ticking until the next batch.
+    /// The worker's tick: sends what waits.
     pub fn on_tick(&self, now_ms: u64) {
         self.flush(now_ms);
-        if self.ticking.get() {
-            self.host.tick_every_ms(0);
-            self.ticking.set(false);
-        }
     }
 
     fn flush(&self, now_ms: u64) {

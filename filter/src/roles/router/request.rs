@@ -4,32 +4,45 @@
 //! the prompt's blocks as its own, and, for a stream, check the predicted TTFT against
 //! the clock; when the stream ends, release the in-flight count. While the pool's
 //! characters per token are being learned, and for one request in [`USAGE_SAMPLING`]
-//! after, the answer's `usage` is read for its prompt tokens. The steps every
-//! client-facing request takes are `front`'s.
+//! after, the answer's `usage` is read for its prompt tokens. Under flow control a
+//! request its pool has no room for is held in the gateway queue (`flow`) and routed
+//! when the worker's tick releases it. The steps every client-facing request takes are
+//! `front`'s.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use infergate_core::ApiError;
 use infergate_core::config::Criticality;
+use infergate_core::config::FlowControlSettings;
 use infergate_core::endpoint::Endpoint;
+use infergate_core::flow::Ticket;
 use infergate_core::request::InferenceRequest;
-use infergate_core::router::{Decision, DecisionBasis, chars_per_token};
+use infergate_core::router::{Decision, DecisionBasis, Router, Routing, chars_per_token};
 use infergate_core::usage;
 use infergate_core::wire::header;
 
 use super::RouterShared;
+use super::flow::{Attempt, Held, Outcome};
 use crate::host::Host;
 use crate::host::events::Flow;
 use crate::metrics::Metric;
-use crate::roles::front::intake::RequestHeaders;
-use crate::roles::front::{FrontRole, ResponseView};
+use crate::roles::front::intake::{RequestHeaders, reply_error};
+use crate::roles::front::{Admitted, FrontRole, ResponseView};
 
 /// Once a pool's characters per token are learned, one answer in this many is read
 /// for its `usage`: reading costs a host call and a scan per streamed chunk.
 pub const USAGE_SAMPLING: u64 = 8;
 
+/// Longest TTFT target a client may ask for, milliseconds: one hour.
+const MAX_TTFT_TARGET_MS: u64 = 3_600_000;
+
+/// Where a stream's routing is kept: set by the stream's own decision, or by the
+/// worker's tick when the gateway queue releases it.
+pub type RoutedSlot = Rc<RefCell<Option<Routed>>>;
+
 /// What a routed request remembers until its stream ends.
-struct Routed {
+pub struct Routed {
     /// Where its in-flight count was added.
     counted_on: Endpoint,
     /// The prompt's block hashes, claimed for the chosen pod at the decision; recorded
@@ -57,86 +70,99 @@ struct Routed {
 
 pub struct RouterRequest {
     shared: Rc<RouterShared>,
+    context_id: u32,
     criticality: Option<Criticality>,
-    routed: Option<Routed>,
+    /// From the flow-control tenant header.
+    tenant: Option<String>,
+    ttft_target_ms: Option<u64>,
+    routed: RoutedSlot,
 }
 
 impl RouterRequest {
-    pub fn new(shared: Rc<RouterShared>) -> Self {
-        Self { shared, criticality: None, routed: None }
+    pub fn new(shared: Rc<RouterShared>, context_id: u32) -> Self {
+        Self {
+            shared,
+            context_id,
+            criticality: None,
+            tenant: None,
+            ttft_target_ms: None,
+            routed: Rc::new(RefCell::new(None)),
+        }
     }
 
-    /// The decision, and when it was made (ms since the epoch).
-    fn decide(&mut self, mut request: InferenceRequest) -> Result<(Decision, u64), ApiError> {
+    /// Routes the request now, or holds it in its pool's gateway queue.
+    fn admit(&mut self, mut request: InferenceRequest) -> Result<Admitted, ApiError> {
         request.criticality = self.criticality;
-        let Ok(mut router) = self.shared.router.try_borrow_mut() else {
+        let prompt_chars = request.prompt_chars();
+        let shared = Rc::clone(&self.shared);
+        let Ok(mut router) = shared.router.try_borrow_mut() else {
             return Err(ApiError::gateway_busy());
         };
-        let host = &*self.shared.host;
+        let host = &*shared.host;
         let now_ms = host.now_unix_ms();
-        self.shared.refresh_snapshot(&mut router, now_ms);
-        let decision = router.route(&request, now_ms, &mut self.shared.ledger())?;
-        let header_ok = host
-            .set_request_header(header::POOL, Some(&decision.pool))
-            .and_then(|()| host.set_request_header(header::MODEL, Some(&request.model)))
-            .and_then(|()| host.set_request_header(header::ENDPOINT, Some(&decision.endpoint_header())));
-        if let Err(status) = header_ok {
-            log::error!("infergate router: cannot set routing headers: {status:?}");
+        shared.refresh_snapshot(&mut router, now_ms);
+        let flow = &router.config().flow_control;
+        if !flow.enabled {
+            let decision = router.route(&request, now_ms, &mut shared.ledger())?;
+            let routed = shared.routed_from(&router, decision, &request.model, now_ms, prompt_chars);
+            *self.routed.borrow_mut() = Some(routed);
+            return Ok(Admitted::Routed);
         }
-        Ok((decision, now_ms))
-    }
-
-    fn record(&mut self, decision: Decision, routed_at_ms: u64, prompt_chars: usize) {
-        let metrics = &self.shared.metrics;
-        match decision.basis {
-            DecisionBasis::Signals => metrics.decisions_signals.increment(),
-            DecisionBasis::Mixed => metrics.decisions_mixed.increment(),
-            DecisionBasis::LoadOnly => metrics.decisions_load_only.increment(),
-        }
-        if let Some(pool) = self.shared.pool_metrics(&decision.pool) {
-            pool.decisions.increment();
-            if decision.basis == DecisionBasis::LoadOnly {
-                pool.load_only.increment();
-            }
-            if decision.chosen.matched_blocks > 0 {
-                pool.prefix_hits.increment();
-            }
-            if decision.spilled {
-                pool.spills.increment();
-            }
-        }
-        let explanation = self.shared.explain.then(|| decision.explain());
-        log::debug!("infergate router: {}", decision.explain());
-        let learning = self
-            .shared
-            .router
-            .try_borrow()
-            .is_ok_and(|router| router.chars_per_token().samples(&decision.pool) < chars_per_token::WARM_UP);
-        let sampled = learning || self.shared.next_request_number() % USAGE_SAMPLING == 0;
-        // The claim goes to the other workers and replicas now, not at the first
-        // token: a prefix group's next requests reaching them during the prefill would
-        // otherwise start cold copies elsewhere (see docs/scheduling.md).
-        self.shared.announce_claim(decision.chosen.endpoint, decision.prefix_hashes.clone());
-        self.routed = Some(Routed {
-            counted_on: decision.chosen.endpoint,
-            hashes: decision.prefix_hashes,
-            pool: decision.pool,
-            routed_at_ms,
-            predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
-            pending_prefill_tokens: Some(decision.pending_prefill_tokens),
-            awaiting_first_chunk: false,
-            served_ok_by: None,
-            explanation,
-            usage_wanted_for_chars: sampled.then_some(prompt_chars),
-            streamed: false,
+        let flow = flow.clone();
+        // Behind requests already held, a new one queues too, whatever room there is:
+        // the queue's order decides who goes first.
+        let queued_behind = router.config().model(&request.model).and_then(|model| {
+            (shared.flow.queued(host, &model.pool) > 0)
+                .then(|| (model.pool.clone(), Criticality::effective(model.criticality, request.criticality)))
         });
+        let (pool, band) = match queued_behind {
+            Some(held_in) => held_in,
+            None => match router.route_or_hold(&request, now_ms, &mut shared.ledger(), &flow)? {
+                Routing::Routed(decision) => {
+                    let routed = shared.routed_from(&router, *decision, &request.model, now_ms, prompt_chars);
+                    *self.routed.borrow_mut() = Some(routed);
+                    return Ok(Admitted::Routed);
+                }
+                Routing::Hold { pool, band, .. } => (pool, band),
+            },
+        };
+        let retry_after_s = router.config().settings.retry_after_s;
+        let output_tokens = request.max_tokens.map_or(router.config().settings.cost.output_tokens, f64::from);
+        let prompt_tokens = prompt_chars as f64 / router.chars_per_token().ratio(&pool);
+        drop(router);
+        let limits = flow.band(band);
+        let ticket = Ticket {
+            id: shared.flow.ticket_id(self.context_id),
+            band,
+            tenant: Ticket::tenant_name(self.tenant.as_deref()),
+            enqueued_ms: now_ms,
+            deadline_ms: now_ms.saturating_add(self.ttft_target_ms.unwrap_or(limits.max_wait_ms)),
+            expires_ms: now_ms.saturating_add(limits.max_wait_ms),
+            cost_tokens: prompt_tokens + output_tokens,
+        };
+        let held = Held {
+            request,
+            band,
+            pool: pool.clone(),
+            enqueued_ms: now_ms,
+            expires_ms: ticket.expires_ms,
+            prompt_chars,
+            slot: Rc::clone(&self.routed),
+        };
+        shared
+            .flow
+            .hold(host, self.context_id, ticket, held, &flow)
+            .map_err(|why| why.answer(band, &pool, retry_after_s))?;
+        shared.keep_ticking();
+        Ok(Admitted::Held)
     }
 
     /// Reads the prompt tokens from a body chunk holding the answer's `usage`, and
     /// teaches the router the pool's characters per token.
     fn read_usage(&mut self, body_size: usize, end_of_stream: bool) {
         let host = Rc::clone(&self.shared.host);
-        let Some(routed) = self.routed.as_mut() else { return };
+        let mut slot = self.routed.borrow_mut();
+        let Some(routed) = slot.as_mut() else { return };
         let Some(prompt_chars) = routed.usage_wanted_for_chars else { return };
         if routed.served_ok_by.is_none() || body_size == 0 {
             return;
@@ -164,7 +190,8 @@ impl RouterRequest {
     /// The pod produced its first output: the prefill is done, so its pending tokens
     /// are released and, if it answered successfully, it holds the prompt's blocks.
     fn first_answer(&mut self) {
-        let Some(routed) = self.routed.as_mut() else { return };
+        let mut slot = self.routed.borrow_mut();
+        let Some(routed) = slot.as_mut() else { return };
         // Only a stream's first chunk is its first token; a whole answer's headers come
         // after its last one.
         let first_token = routed.awaiting_first_chunk;
@@ -219,6 +246,25 @@ impl FrontRole for RouterRequest {
             })?;
             self.criticality = Some(level);
         }
+        if let Some(value) = headers.get(header::TTFT_TARGET_MS) {
+            let target = value.trim().parse::<u64>().ok().filter(|ms| (1..=MAX_TTFT_TARGET_MS).contains(ms));
+            self.ttft_target_ms = Some(target.ok_or_else(|| {
+                ApiError::invalid_request(
+                    "invalid_ttft_target",
+                    None,
+                    "`x-infergate-ttft-target-ms` must be a whole number of milliseconds from 1 to 3600000.",
+                )
+            })?);
+        }
+        // The config the body's decision will use: a snapshot may have changed it.
+        let tenant_header = self.shared.router.try_borrow_mut().ok().and_then(|mut router| {
+            self.shared.refresh_snapshot(&mut router, self.shared.host.now_unix_ms());
+            let flow = &router.config().flow_control;
+            flow.enabled.then(|| flow.tenant_header.clone())
+        });
+        if let Some(name) = tenant_header {
+            self.tenant = headers.get(&name).map(str::to_string);
+        }
         Ok(())
     }
 
@@ -227,11 +273,8 @@ impl FrontRole for RouterRequest {
         Ok(router.model_list_body(self.shared.host.now_unix_ms() / 1000))
     }
 
-    fn route(&mut self, request: InferenceRequest) -> Result<(), ApiError> {
-        let prompt_chars = request.prompt_chars();
-        let (decision, routed_at_ms) = self.decide(request)?;
-        self.record(decision, routed_at_ms, prompt_chars);
-        Ok(())
+    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError> {
+        self.admit(request)
     }
 
     fn count_rejection(&self, error: &ApiError) {
@@ -241,13 +284,14 @@ impl FrontRole for RouterRequest {
         }
     }
 
-    fn explanation(&self) -> Option<&str> {
-        self.routed.as_ref()?.explanation.as_deref()
+    fn explanation(&self) -> Option<String> {
+        self.routed.borrow().as_ref()?.explanation.clone()
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) {
         let host = Rc::clone(&self.shared.host);
-        let Some(routed) = self.routed.as_mut() else { return };
+        let mut slot = self.routed.borrow_mut();
+        let Some(routed) = slot.as_mut() else { return };
         if host.served_ok() {
             routed.served_ok_by = host.upstream_pod();
         }
@@ -256,12 +300,14 @@ impl FrontRole for RouterRequest {
             // Servers send a stream's headers before the first token is computed.
             routed.awaiting_first_chunk = true;
         } else {
+            drop(slot);
             self.first_answer();
         }
     }
 
     fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
-        if body_size > 0 && self.routed.as_ref().is_some_and(|r| r.awaiting_first_chunk) {
+        let awaiting = self.routed.borrow().as_ref().is_some_and(|r| r.awaiting_first_chunk);
+        if body_size > 0 && awaiting {
             self.first_answer();
         }
         self.read_usage(body_size, end_of_stream);
@@ -269,10 +315,132 @@ impl FrontRole for RouterRequest {
     }
 
     fn on_log(&mut self) {
-        if let Some(routed) = self.routed.take() {
+        if self.shared.flow.holds(self.context_id) {
+            // The client left while its request was held.
+            self.shared.flow.cancel(&*self.shared.host, self.context_id);
+            return;
+        }
+        let routed = self.routed.borrow_mut().take();
+        if let Some(routed) = routed {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
                 let unanswered = routed.pending_prefill_tokens.unwrap_or(0);
                 router.release(routed.counted_on, unanswered, &mut self.shared.ledger());
+            }
+        }
+    }
+}
+
+impl RouterShared {
+    /// Sets the routing headers of the current stream (or of the effective one, on a
+    /// release from the gateway queue), counts the decision, tells the other workers
+    /// and replicas of its prefix claim, and returns what the stream remembers.
+    pub(super) fn routed_from(
+        &self,
+        router: &Router,
+        decision: Decision,
+        model: &str,
+        routed_at_ms: u64,
+        prompt_chars: usize,
+    ) -> Routed {
+        let host = &*self.host;
+        let header_ok = host
+            .set_request_header(header::POOL, Some(&decision.pool))
+            .and_then(|()| host.set_request_header(header::MODEL, Some(model)))
+            .and_then(|()| host.set_request_header(header::ENDPOINT, Some(&decision.endpoint_header())));
+        if let Err(status) = header_ok {
+            log::error!("infergate router: cannot set routing headers: {status:?}");
+        }
+        let metrics = &self.metrics;
+        match decision.basis {
+            DecisionBasis::Signals => metrics.decisions_signals.increment(),
+            DecisionBasis::Mixed => metrics.decisions_mixed.increment(),
+            DecisionBasis::LoadOnly => metrics.decisions_load_only.increment(),
+        }
+        if let Some(pool) = self.pool_metrics(&decision.pool) {
+            pool.decisions.increment();
+            if decision.basis == DecisionBasis::LoadOnly {
+                pool.load_only.increment();
+            }
+            if decision.chosen.matched_blocks > 0 {
+                pool.prefix_hits.increment();
+            }
+            if decision.spilled {
+                pool.spills.increment();
+            }
+        }
+        let explanation = self.explain.then(|| decision.explain());
+        log::debug!("infergate router: {}", decision.explain());
+        let learning = router.chars_per_token().samples(&decision.pool) < chars_per_token::WARM_UP;
+        let sampled = learning || self.next_request_number() % USAGE_SAMPLING == 0;
+        // The claim goes to the other workers and replicas now, not at the first
+        // token: a prefix group's next requests reaching them during the prefill would
+        // otherwise start cold copies elsewhere (see docs/scheduling.md).
+        self.announce_claim(decision.chosen.endpoint, decision.prefix_hashes.clone());
+        Routed {
+            counted_on: decision.chosen.endpoint,
+            hashes: decision.prefix_hashes,
+            pool: decision.pool,
+            routed_at_ms,
+            predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
+            pending_prefill_tokens: Some(decision.pending_prefill_tokens),
+            awaiting_first_chunk: false,
+            served_ok_by: None,
+            explanation,
+            usage_wanted_for_chars: sampled.then_some(prompt_chars),
+            streamed: false,
+        }
+    }
+
+    /// One tick of the gateway queue in every pool this worker holds requests in:
+    /// released streams get their routing headers and resume; refused ones are
+    /// answered.
+    pub(super) fn release_held(&self) {
+        if !self.flow.holds_any() {
+            return;
+        }
+        let host = &*self.host;
+        let Ok(mut router) = self.router.try_borrow_mut() else { return };
+        let now_ms = host.now_unix_ms();
+        self.refresh_snapshot(&mut router, now_ms);
+        let flow: FlowControlSettings = router.config().flow_control.clone();
+        let retry_after_s = router.config().settings.retry_after_s;
+        for pool in self.flow.pools() {
+            let outcomes = self.flow.tick(host, &pool, now_ms, &flow, retry_after_s, |held| {
+                match router.route_or_hold(&held.request, now_ms, &mut self.ledger(), &flow) {
+                    Ok(Routing::Routed(decision)) => Attempt::Routed(*decision),
+                    Ok(Routing::Hold { .. }) => Attempt::Hold,
+                    Err(error) => Attempt::Fail(error),
+                }
+            });
+            for outcome in outcomes {
+                match outcome {
+                    Outcome::Release { context_id, held, routed } => {
+                        if let Err(status) = host.set_effective_context(context_id) {
+                            // The stream is gone; what was counted for it goes too.
+                            log::warn!("infergate flow: released stream {context_id} is gone: {status:?}");
+                            router.release(routed.chosen.endpoint, routed.pending_prefill_tokens, &mut self.ledger());
+                            continue;
+                        }
+                        let stream = self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
+                        *held.slot.borrow_mut() = Some(stream);
+                        if let Err(status) = host.resume_request() {
+                            log::error!("infergate flow: cannot resume stream {context_id}: {status:?}");
+                        }
+                    }
+                    Outcome::Answer { context_id, error, undo } => {
+                        if let Some(decision) = undo {
+                            router.release(
+                                decision.chosen.endpoint,
+                                decision.pending_prefill_tokens,
+                                &mut self.ledger(),
+                            );
+                        }
+                        self.metrics.rejected.increment();
+                        if host.set_effective_context(context_id).is_ok() {
+                            reply_error(host, &error);
+                        }
+                    }
+                }
             }
         }
     }

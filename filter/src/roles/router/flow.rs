@@ -1,0 +1,267 @@
+//! The gateway queue on this worker (`flow_control:` in `infergate.yaml`).
+//!
+//! Each pool's queue is one `FlowQueue` in shared data, `infergate.flow.<pool>`,
+//! updated with compare-and-swap by every worker: one order and one bound for the whole
+//! Envoy. A held request stays paused on the worker that received it, and only that
+//! worker can resume or answer it, so a ticket's id carries its worker's tag and its
+//! stream's context id. Each worker, on its tick (every 5 ms while it holds
+//! anything), answers its own expired or displaced requests, and releases the queue's
+//! head while the head is its own and the router finds room for it: the pod is chosen
+//! then, from the signals of that moment, and the stream is resumed with its routing
+//! headers set. A head held by another worker waits for that worker's tick.
+//!
+//! A worker that is torn down leaves its tickets behind; any worker removes a ticket
+//! that outlived its expiry by [`ORPHAN_GRACE_MS`].
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use infergate_core::ApiError;
+use infergate_core::config::{Criticality, FlowControlSettings};
+use infergate_core::flow::{FlowQueue, Offer, Refusal, Ticket};
+use infergate_core::request::InferenceRequest;
+use infergate_core::wire::shared_data::FLOW_PREFIX;
+
+use super::metrics::FlowMetrics;
+use super::request::RoutedSlot;
+use crate::host::{Host, UpdateError};
+
+/// A ticket left by a worker that no longer answers is removed this long after its
+/// expiry.
+pub const ORPHAN_GRACE_MS: u64 = 1_000;
+/// Releases per pool per tick at most, so that one tick stays short.
+const MAX_RELEASES_PER_TICK: usize = 256;
+
+/// A request this worker holds, paused, until its release or its answer.
+pub struct Held {
+    pub request: InferenceRequest,
+    pub band: Criticality,
+    pub pool: String,
+    pub enqueued_ms: u64,
+    pub expires_ms: u64,
+    pub prompt_chars: usize,
+    /// Where the stream finds its routing once released.
+    pub slot: RoutedSlot,
+}
+
+/// What the router made of a held request offered for release.
+pub enum Attempt<T> {
+    Routed(T),
+    /// No room yet: it stays held, and so does everything behind it.
+    Hold,
+    /// It cannot be routed at all (its model left the config).
+    Fail(ApiError),
+}
+
+/// What becomes of a held stream after a tick.
+pub enum Outcome<T> {
+    /// Routed: set its headers and resume it.
+    Release { context_id: u32, held: Held, routed: T },
+    /// Answer it with `error`; `undo` is a routing made for it that must be released.
+    Answer { context_id: u32, error: ApiError, undo: Option<T> },
+}
+
+pub struct FlowGate {
+    worker_tag: u64,
+    /// By stream context id.
+    held: RefCell<BTreeMap<u32, Held>>,
+    metrics: FlowMetrics,
+}
+
+fn key(pool: &str) -> String {
+    format!("{FLOW_PREFIX}{pool}")
+}
+
+fn decode(bytes: Option<&[u8]>) -> FlowQueue {
+    FlowQueue::decode(bytes)
+}
+
+fn encode(queue: &FlowQueue) -> Vec<u8> {
+    queue.encode()
+}
+
+impl FlowGate {
+    pub fn new(worker_tag: u32, metrics: FlowMetrics) -> Self {
+        Self { worker_tag: u64::from(worker_tag) << 32, held: RefCell::new(BTreeMap::new()), metrics }
+    }
+
+    pub fn ticket_id(&self, context_id: u32) -> u64 {
+        self.worker_tag | u64::from(context_id)
+    }
+
+    fn own(&self, ticket: u64) -> Option<u32> {
+        (ticket & 0xffff_ffff_0000_0000 == self.worker_tag).then_some((ticket & 0xffff_ffff) as u32)
+    }
+
+    pub fn holds_any(&self) -> bool {
+        self.held.try_borrow().is_ok_and(|h| !h.is_empty())
+    }
+
+    pub fn holds(&self, context_id: u32) -> bool {
+        self.held.try_borrow().is_ok_and(|h| h.contains_key(&context_id))
+    }
+
+    /// Requests held in `pool` by every worker.
+    pub fn queued(&self, host: &dyn Host, pool: &str) -> usize {
+        decode(host.shared_value(&key(pool)).as_deref()).len()
+    }
+
+    /// Rewrites a pool's queue with `change`, returning what it returned.
+    fn update<T>(&self, host: &dyn Host, pool: &str, mut change: impl FnMut(&mut FlowQueue) -> T) -> Option<T> {
+        let mut out = None;
+        let written = host.update_shared_data(&key(pool), |current| {
+            let mut queue = decode(current);
+            out = Some(change(&mut queue));
+            Ok::<_, ()>(encode(&queue))
+        });
+        match written {
+            Ok(()) => out,
+            Err(UpdateError::Contended) | Err(UpdateError::Declined(())) => {
+                log::warn!("infergate flow: the queue of pool `{pool}` stayed contended; retrying on the next tick");
+                None
+            }
+            Err(UpdateError::Host(status)) => {
+                log::error!("infergate flow: cannot write the queue of pool `{pool}`: {status:?}");
+                None
+            }
+        }
+    }
+
+    /// Offers a request to its pool's queue. `Ok`: held (the stream pauses). `Err`:
+    /// refused, to be answered now.
+    pub fn hold(
+        &self,
+        host: &dyn Host,
+        context_id: u32,
+        ticket: Ticket,
+        held: Held,
+        settings: &FlowControlSettings,
+    ) -> Result<(), Refusal> {
+        let offer = self.update(host, &held.pool, |queue| queue.offer(ticket.clone(), settings));
+        match offer {
+            Some(Offer::Queued) => {}
+            Some(Offer::QueuedDisplacing(out)) => {
+                // Its owner finds it gone on its next tick and answers it.
+                log::debug!("infergate flow: request {:x} displaced in pool `{}`", out.id, held.pool);
+            }
+            Some(Offer::Refused(why)) => {
+                self.metrics.dropped(why);
+                return Err(why);
+            }
+            None => return Err(Refusal::QueueFull),
+        }
+        self.metrics.queued.shift(1);
+        if let Ok(mut map) = self.held.try_borrow_mut() {
+            map.insert(context_id, held);
+        }
+        Ok(())
+    }
+
+    /// The client left while its request was held: its place goes at once.
+    pub fn cancel(&self, host: &dyn Host, context_id: u32) {
+        let Some(held) = self.held.try_borrow_mut().ok().and_then(|mut map| map.remove(&context_id)) else { return };
+        let id = self.ticket_id(context_id);
+        self.update(host, &held.pool, |queue| queue.remove(id));
+        self.metrics.queued.shift(-1);
+        self.metrics.cancelled.increment();
+    }
+
+    /// The pools this worker holds requests in.
+    pub fn pools(&self) -> Vec<String> {
+        let Ok(map) = self.held.try_borrow() else { return Vec::new() };
+        let mut pools: Vec<String> = map.values().map(|h| h.pool.clone()).collect();
+        pools.sort_unstable();
+        pools.dedup();
+        pools
+    }
+
+    /// One tick's work on `pool`: answers what expired or was displaced, then offers
+    /// the queue's heads that are this worker's to `route`, until one stays held or
+    /// the head is another worker's. Returns what to do with each stream.
+    pub fn tick<T>(
+        &self,
+        host: &dyn Host,
+        pool: &str,
+        now_ms: u64,
+        settings: &FlowControlSettings,
+        retry_after_s: u32,
+        mut route: impl FnMut(&Held) -> Attempt<T>,
+    ) -> Vec<Outcome<T>> {
+        let mut outcomes = Vec::new();
+        let Some(view) = self.update(host, pool, |queue| {
+            queue.expire(now_ms.saturating_sub(ORPHAN_GRACE_MS));
+            queue.clone()
+        }) else {
+            return outcomes;
+        };
+        // Own requests that expired, or that another worker's arrival displaced.
+        let gone: Vec<(u32, Refusal)> = match self.held.try_borrow() {
+            Ok(map) => map
+                .iter()
+                .filter(|(_, h)| h.pool == pool)
+                .filter_map(|(ctx, h)| {
+                    let present = view.tickets().iter().any(|t| t.id == self.ticket_id(*ctx));
+                    if h.expires_ms <= now_ms {
+                        Some((*ctx, Refusal::Expired))
+                    } else {
+                        (!present).then_some((*ctx, Refusal::Displaced))
+                    }
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if !gone.is_empty() {
+            let ids: Vec<u64> = gone.iter().map(|(ctx, _)| self.ticket_id(*ctx)).collect();
+            self.update(host, pool, |queue| ids.iter().for_each(|id| drop(queue.remove(*id))));
+        }
+        for (context_id, why) in gone {
+            if let Some(held) = self.take_held(context_id) {
+                self.metrics.dropped(why);
+                let error = why.answer(held.band, pool, retry_after_s);
+                outcomes.push(Outcome::Answer { context_id, error, undo: None });
+            }
+        }
+        for _ in 0..MAX_RELEASES_PER_TICK {
+            let queue = decode(host.shared_value(&key(pool)).as_deref());
+            let Some(head) = queue.next(settings).map(|t| t.id) else { break };
+            let Some(context_id) = self.own(head) else { break };
+            let attempt = match self.held.try_borrow() {
+                Ok(map) => map.get(&context_id).map(&mut route),
+                Err(_) => break,
+            };
+            let attempt = match attempt {
+                Some(Attempt::Hold) => break,
+                // A ticket without a held stream: its stream ended in between.
+                None => {
+                    self.update(host, pool, |queue| queue.remove(head));
+                    continue;
+                }
+                Some(Attempt::Routed(routed)) => Ok(routed),
+                Some(Attempt::Fail(error)) => Err(error),
+            };
+            let taken = self.update(host, pool, |queue| queue.take(head).is_some()).unwrap_or(false);
+            let Some(held) = self.take_held(context_id) else { continue };
+            outcomes.push(match attempt {
+                Ok(routed) if taken => {
+                    self.metrics.released.increment();
+                    self.metrics.wait_ms.set(now_ms.saturating_sub(held.enqueued_ms));
+                    Outcome::Release { context_id, held, routed }
+                }
+                Ok(routed) => {
+                    // Displaced between the read and the take: the routing is undone.
+                    self.metrics.dropped(Refusal::Displaced);
+                    let error = Refusal::Displaced.answer(held.band, pool, retry_after_s);
+                    Outcome::Answer { context_id, error, undo: Some(routed) }
+                }
+                Err(error) => Outcome::Answer { context_id, error, undo: None },
+            });
+        }
+        outcomes
+    }
+
+    fn take_held(&self, context_id: u32) -> Option<Held> {
+        let held = self.held.try_borrow_mut().ok()?.remove(&context_id)?;
+        self.metrics.queued.shift(-1);
+        Some(held)
+    }
+}
