@@ -118,12 +118,11 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
     policy.on_scrape(&scrape, 0.0);
 
     let mut outcomes: Vec<RequestOutcome> = vec![RequestOutcome::default(); scenario.requests.len()];
-    let mut followers: HashMap<usize, Vec<(usize, f64)>> = HashMap::new();
+    let followers = followers_of(&scenario.requests);
     let mut queue = Timeline::new();
     for (i, request) in scenario.requests.iter().enumerate() {
-        match request.arrival {
-            Arrival::At(t) => queue.push(t, Event::Arrival(i)),
-            Arrival::After { previous, think_s } => followers.entry(previous).or_default().push((i, think_s)),
+        if let Arrival::At(t) = request.arrival {
+            queue.push(t, Event::Arrival(i));
         }
     }
     queue.push(SCRAPE_INTERVAL_S, Event::Scrape);
@@ -216,16 +215,35 @@ fn skip_conversation(
     followers: &HashMap<usize, Vec<(usize, f64)>>,
     outcomes: &mut [RequestOutcome],
 ) -> usize {
-    let mut skipped = 0;
-    let mut stack = vec![first];
-    while let Some(id) = stack.pop() {
+    let turns = conversation_from(first, followers);
+    for &id in &turns {
         if let Some(o) = outcomes.get_mut(id) {
             o.not_sent = true;
         }
-        skipped += 1;
+    }
+    turns.len()
+}
+
+/// A turn and every turn that follows it in its conversation.
+pub(crate) fn conversation_from(first: usize, followers: &HashMap<usize, Vec<(usize, f64)>>) -> Vec<usize> {
+    let mut turns = Vec::new();
+    let mut stack = vec![first];
+    while let Some(id) = stack.pop() {
+        turns.push(id);
         stack.extend(followers.get(&id).into_iter().flatten().map(|(next, _)| *next));
     }
-    skipped
+    turns
+}
+
+/// Each turn's next turns and their think times, from the requests' arrivals.
+pub(crate) fn followers_of(requests: &[BenchRequest]) -> HashMap<usize, Vec<(usize, f64)>> {
+    let mut followers: HashMap<usize, Vec<(usize, f64)>> = HashMap::new();
+    for (i, request) in requests.iter().enumerate() {
+        if let Arrival::After { previous, think_s } = request.arrival {
+            followers.entry(previous).or_default().push((i, think_s));
+        }
+    }
+    followers
 }
 
 /// A benchmark request as the engine of `engine`'s pod receives it at `now`.

@@ -28,6 +28,11 @@ struct Args {
     /// (default: the shipped defaults).
     #[arg(long, value_delimiter = ',')]
     max_engine_waiting: Vec<f64>,
+    /// Instead: run the quick suite's scheduling workloads (every band standard, one
+    /// tenant) with and without infergate's gateway queue, to see what the queue
+    /// changes where it should not be needed.
+    #[arg(long)]
+    scheduling_check: bool,
     /// Where to write results.json, table.md and flow.svg.
     #[arg(long, default_value = "bench/results/flow")]
     out: PathBuf,
@@ -75,6 +80,10 @@ fn capacity(seed: u64) -> f64 {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.scheduling_check {
+        print!("{}", scheduling_check(args.seed));
+        return std::process::ExitCode::SUCCESS;
+    }
     let gates: Vec<String> =
         if args.gates.is_empty() { GATES.iter().map(|g| g.to_string()).collect() } else { args.gates.clone() };
     if let Some(unknown) = gates.iter().find(|g| !GATES.contains(&g.as_str())) {
@@ -157,4 +166,44 @@ fn write(dir: &Path, overloaded: &[FlowResult], unloaded: &[FlowResult], table: 
         &names,
         &INFERGATE_LAST,
     )
+}
+
+/// The quick suite's scheduling workloads (not the calibration ones, whose pods lie or
+/// join late) at each load, through `no_queue` and `infergate`: TTFT percentiles and
+/// refusals, as a markdown table.
+fn scheduling_check(seed: u64) -> String {
+    use infergate_bench::suite::{SuiteKind, workloads};
+    let mut out = String::from(
+        "| workload | load | gate | requests | refused | TTFT p50 | p90 | p99 | longest held |\n|---|--:|---|--:|--:|--:|--:|--:|--:|\n",
+    );
+    for workload in workloads(SuiteKind::Quick).iter().filter(|w| !w.name().starts_with("calibration")) {
+        for step in workload.steps() {
+            let scenario = workload.scenario(step, seed);
+            let tags: Vec<flow::Tag> = scenario
+                .requests
+                .iter()
+                .map(|_| flow::Tag { tenant: "", band: Criticality::Standard, ttft_target_ms: f64::MAX })
+                .collect();
+            let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
+            for gate_name in ["no_queue", "infergate"] {
+                let Some(mut gate) = flow::build(gate_name, &fleet, seed, &infergate_settings()) else { continue };
+                let outcomes = flow::run(&scenario, &tags, &fleet, gate.as_mut());
+                let result = flow::summarize(gate_name, &outcomes, &tags, scenario.duration_s);
+                let g = result.classes.get("standard").cloned().unwrap_or_default();
+                let refused: usize = g.refused.values().sum();
+                out.push_str(&format!(
+                    "| {} | {} | {gate_name} | {} | {refused} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+                    workload.name(),
+                    step.qps,
+                    g.offered,
+                    g.ttft_p50_ms,
+                    g.ttft_p90_ms,
+                    g.ttft_p99_ms,
+                    g.max_queued_ms
+                ));
+            }
+            eprintln!("  {} at {}: done", workload.name(), step.qps);
+        }
+    }
+    out
 }

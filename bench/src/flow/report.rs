@@ -65,7 +65,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 fn group<'a>(members: impl Iterator<Item = (&'a FlowOutcome, &'a Tag)>) -> GroupResult {
     let mut result = GroupResult::default();
     let mut ttfts = Vec::new();
-    for (outcome, tag) in members {
+    for (outcome, tag) in members.filter(|(o, _)| !o.not_sent) {
         result.offered += 1;
         if let Some(reason) = outcome.refused {
             *result.refused.entry(reason).or_default() += 1;
@@ -229,6 +229,7 @@ mod tests {
             first_token: Some(1.05),
             finished: Some(2.0),
             refused: None,
+            not_sent: false,
         };
         let slow = FlowOutcome { first_token: Some(1.5), dispatched: Some(1.4), ..fast };
         let refused = FlowOutcome { refused: Some("expired"), first_token: None, dispatched: None, ..fast };

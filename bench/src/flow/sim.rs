@@ -7,7 +7,7 @@ use infergate_model_sim::engine::{Engine, EngineEvent};
 
 use super::gates::{Action, Gate, World};
 use super::workload::Tag;
-use crate::des::{Steps, Timeline, engine_request};
+use crate::des::{Steps, Timeline, conversation_from, engine_request, followers_of};
 use crate::fleet::{FleetConfig, Scraper};
 use crate::request::Arrival;
 use crate::workloads::Scenario;
@@ -21,6 +21,9 @@ pub struct FlowOutcome {
     pub finished: Option<f64>,
     /// Answered by the gateway without reaching a pod.
     pub refused: Option<&'static str>,
+    /// A conversation's turn that would have come after the end, or after a refused
+    /// turn: not sent, not counted.
+    pub not_sent: bool,
 }
 
 impl FlowOutcome {
@@ -54,6 +57,17 @@ pub fn run(scenario: &Scenario, tags: &[Tag], fleet: &FleetConfig, gate: &mut dy
     gate.on_scrape(&scrape, 0.0);
 
     let mut outcomes = vec![FlowOutcome::default(); scenario.requests.len()];
+    let followers = followers_of(&scenario.requests);
+    // Marks the turns from `first` on as not sent; how many.
+    let skip = |first: usize, outcomes: &mut [FlowOutcome]| {
+        let turns = conversation_from(first, &followers);
+        for &id in &turns {
+            if let Some(o) = outcomes.get_mut(id) {
+                o.not_sent = true;
+            }
+        }
+        turns.len()
+    };
     let mut timeline = Timeline::new();
     for (i, request) in scenario.requests.iter().enumerate() {
         if let Arrival::At(t) = request.arrival {
@@ -119,6 +133,13 @@ pub fn run(scenario: &Scenario, tags: &[Tag], fleet: &FleetConfig, gate: &mut dy
                             remaining -= 1;
                             gate.on_finish(id, pod);
                             freed = true;
+                            for &(next, think_s) in followers.get(&id).map(Vec::as_slice).unwrap_or_default() {
+                                if at + think_s <= scenario.duration_s {
+                                    timeline.push(at + think_s, Event::Arrival(next));
+                                } else {
+                                    remaining -= skip(next, &mut outcomes);
+                                }
+                            }
                         }
                         EngineEvent::Token { .. } => {}
                     }
@@ -141,6 +162,10 @@ pub fn run(scenario: &Scenario, tags: &[Tag], fleet: &FleetConfig, gate: &mut dy
                 Action::Refuse { id, reason } => {
                     outcomes[id].refused = Some(reason);
                     remaining -= 1;
+                    // A refused turn ends its conversation: the user got no answer.
+                    for &(next, _) in followers.get(&id).map(Vec::as_slice).unwrap_or_default() {
+                        remaining -= skip(next, &mut outcomes);
+                    }
                 }
                 Action::Dispatch { id, pod } => {
                     let pod = pod.min(pods - 1);
