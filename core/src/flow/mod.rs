@@ -12,7 +12,7 @@ mod queue;
 mod refusal;
 mod ticket;
 
-pub use queue::{FlowQueue, Offer};
+pub use queue::{FlowQueue, Offer, holder_of};
 pub use refusal::Refusal;
 pub use ticket::Ticket;
 

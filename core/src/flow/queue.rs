@@ -22,6 +22,20 @@ pub struct FlowQueue {
     attained: Vec<Attained>,
     /// The tenant each band served last, for round robin (index: band rank).
     last_served: [Option<String>; 3],
+    /// When each holder (the high 32 bits of its tickets' ids) last showed it is
+    /// alive: a holder that stopped cannot release or answer its tickets.
+    beats: Vec<Beat>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Beat {
+    holder: u32,
+    at_ms: u64,
+}
+
+/// The holder of a ticket: the high 32 bits of its id.
+pub fn holder_of(id: u64) -> u32 {
+    (id >> 32) as u32
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,6 +183,56 @@ impl FlowQueue {
         chosen.map(str::to_string)
     }
 
+    /// Records that `holder` is alive at `now_ms`.
+    pub fn beat(&mut self, holder: u32, now_ms: u64) {
+        match self.beats.iter_mut().find(|b| b.holder == holder) {
+            Some(beat) => beat.at_ms = beat.at_ms.max(now_ms),
+            None => self.beats.push(Beat { holder, at_ms: now_ms }),
+        }
+    }
+
+    /// When `holder` last showed it is alive.
+    pub fn beat_of(&self, holder: u32) -> Option<u64> {
+        self.beats.iter().find(|b| b.holder == holder).map(|b| b.at_ms)
+    }
+
+    /// Removes the tickets of holders silent for `silence_ms` (or never heard from,
+    /// for tickets that old), and forgets silent holders with nothing queued.
+    pub fn drop_orphans(&mut self, now_ms: u64, silence_ms: u64) -> Vec<Ticket> {
+        let cutoff = now_ms.saturating_sub(silence_ms);
+        let beats = std::mem::take(&mut self.beats);
+        let alive = |holder: u32| beats.iter().find(|b| b.holder == holder).map(|b| b.at_ms > cutoff);
+        let (orphans, kept): (Vec<Ticket>, Vec<Ticket>) = std::mem::take(&mut self.tickets)
+            .into_iter()
+            .partition(|t| !alive(holder_of(t.id)).unwrap_or(t.enqueued_ms > cutoff));
+        self.tickets = kept;
+        self.beats = beats.into_iter().filter(|b| b.at_ms > cutoff).collect();
+        self.prune_attained();
+        orphans
+    }
+
+    /// Forgets the attained service of tenants with nothing queued whose count is at
+    /// or below their band's floor: rejoining, they would start at the floor anyway.
+    fn prune_attained(&mut self) {
+        let tickets = &self.tickets;
+        let queued = |band: Criticality, tenant: &str| tickets.iter().any(|t| t.band == band && t.tenant == tenant);
+        let floors: Vec<(Criticality, f64)> = [Criticality::Critical, Criticality::Standard, Criticality::Sheddable]
+            .into_iter()
+            .filter_map(|band| {
+                self.attained
+                    .iter()
+                    .filter(|a| a.band == band && queued(band, &a.tenant))
+                    .map(|a| a.tokens)
+                    .reduce(f64::min)
+                    .map(|floor| (band, floor))
+            })
+            .collect();
+        self.attained.retain(|a| {
+            queued(a.band, &a.tenant)
+                || floors.iter().find(|(band, _)| *band == a.band).is_some_and(|(_, floor)| a.tokens > *floor)
+        });
+    }
+
     /// Removes a released request and charges its tenant.
     pub fn take(&mut self, id: u64) -> Option<Ticket> {
         let at = self.tickets.iter().position(|t| t.id == id)?;
@@ -184,13 +248,16 @@ impl FlowQueue {
         if let Some(last) = self.last_served.get_mut(rank(ticket.band)) {
             *last = Some(ticket.tenant.clone());
         }
+        self.prune_attained();
         Some(ticket)
     }
 
     /// Removes a request that will not be released (its client left), charging nobody.
     pub fn remove(&mut self, id: u64) -> Option<Ticket> {
         let at = self.tickets.iter().position(|t| t.id == id)?;
-        Some(self.tickets.remove(at))
+        let ticket = self.tickets.remove(at);
+        self.prune_attained();
+        Some(ticket)
     }
 
     /// Removes and returns the requests held until their expiry, in arrival order.

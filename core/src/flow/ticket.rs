@@ -11,7 +11,8 @@ pub const MAX_TENANT_BYTES: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ticket {
-    /// The holder's id for the request (the filter packs its worker and context ids).
+    /// The holder's id for the request: its high 32 bits name the holder (the
+    /// filter's worker), the low 32 the request (the filter's stream context id).
     pub id: u64,
     pub band: Criticality,
     /// From the configured tenant header; empty for requests without one.

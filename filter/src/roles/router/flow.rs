@@ -10,15 +10,18 @@
 //! then, from the signals of that moment, and the stream is resumed with its routing
 //! headers set. A head held by another worker waits for that worker's tick.
 //!
-//! A worker that is torn down leaves its tickets behind; any worker removes a ticket
-//! that outlived its expiry by [`ORPHAN_GRACE_MS`].
+//! Each worker marks itself alive in the queues it holds requests in (every
+//! [`BEAT_MS`]); any worker removes the tickets of a worker silent for
+//! [`ORPHAN_SILENCE_MS`] (one torn down, or one whose removal of its own ticket failed
+//! and that then stopped ticking), and a worker removes its own tickets that no held
+//! stream matches any more.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use infergate_core::ApiError;
 use infergate_core::config::{Criticality, FlowControlSettings};
-use infergate_core::flow::{FlowQueue, Offer, Refusal, Ticket};
+use infergate_core::flow::{FlowQueue, Offer, Refusal, Ticket, holder_of};
 use infergate_core::request::InferenceRequest;
 use infergate_core::wire::shared_data::FLOW_PREFIX;
 
@@ -26,9 +29,10 @@ use super::metrics::FlowMetrics;
 use super::request::RoutedSlot;
 use crate::host::{Host, UpdateError};
 
-/// A ticket left by a worker that no longer answers is removed this long after its
-/// expiry.
-pub const ORPHAN_GRACE_MS: u64 = 1_000;
+/// A worker silent this long in a queue has its tickets there removed.
+pub const ORPHAN_SILENCE_MS: u64 = 1_000;
+/// How often a worker holding requests in a queue marks itself alive there.
+pub const BEAT_MS: u64 = 100;
 /// Releases per pool per tick at most, so that one tick stays short.
 const MAX_RELEASES_PER_TICK: usize = 256;
 
@@ -59,6 +63,9 @@ pub enum Outcome<T> {
     Release { context_id: u32, held: Held, routed: T },
     /// Answer it with `error`; `undo` is a routing made for it that must be released.
     Answer { context_id: u32, error: ApiError, undo: Option<T> },
+    /// A routing made for a request that stays held (or whose stream is gone): release
+    /// it.
+    Undo(T),
 }
 
 pub struct FlowGate {
@@ -87,6 +94,10 @@ impl FlowGate {
 
     pub fn ticket_id(&self, context_id: u32) -> u64 {
         self.worker_tag | u64::from(context_id)
+    }
+
+    fn holder(&self) -> u32 {
+        holder_of(self.worker_tag)
     }
 
     fn own(&self, ticket: u64) -> Option<u32> {
@@ -137,23 +148,35 @@ impl FlowGate {
         held: Held,
         settings: &FlowControlSettings,
     ) -> Result<(), Refusal> {
-        let offer = self.update(host, &held.pool, |queue| queue.offer(ticket.clone(), settings));
-        match offer {
-            Some(Offer::Queued) => {}
+        let pool = held.pool.clone();
+        let now_ms = ticket.enqueued_ms;
+        // Held before it is offered: a ticket must never be without its stream here.
+        match self.held.try_borrow_mut() {
+            Ok(mut map) => drop(map.insert(context_id, held)),
+            Err(_) => return Err(Refusal::QueueFull),
+        }
+        let offer = self.update(host, &pool, |queue| {
+            queue.beat(self.holder(), now_ms);
+            queue.offer(ticket.clone(), settings)
+        });
+        let refused = match offer {
+            Some(Offer::Queued) => None,
             Some(Offer::QueuedDisplacing(out)) => {
                 // Its owner finds it gone on its next tick and answers it.
-                log::debug!("infergate flow: request {:x} displaced in pool `{}`", out.id, held.pool);
+                log::debug!("infergate flow: request {:x} displaced in pool `{pool}`", out.id);
+                None
             }
-            Some(Offer::Refused(why)) => {
-                self.metrics.dropped(why);
-                return Err(why);
+            Some(Offer::Refused(why)) => Some(why),
+            None => Some(Refusal::QueueFull),
+        };
+        if let Some(why) = refused {
+            if let Ok(mut map) = self.held.try_borrow_mut() {
+                map.remove(&context_id);
             }
-            None => return Err(Refusal::QueueFull),
+            self.metrics.dropped(why);
+            return Err(why);
         }
         self.metrics.queued.shift(1);
-        if let Ok(mut map) = self.held.try_borrow_mut() {
-            map.insert(context_id, held);
-        }
         Ok(())
     }
 
@@ -188,12 +211,7 @@ impl FlowGate {
         mut route: impl FnMut(&Held) -> Attempt<T>,
     ) -> Vec<Outcome<T>> {
         let mut outcomes = Vec::new();
-        let Some(view) = self.update(host, pool, |queue| {
-            queue.expire(now_ms.saturating_sub(ORPHAN_GRACE_MS));
-            queue.clone()
-        }) else {
-            return outcomes;
-        };
+        let view = decode(host.shared_value(&key(pool)).as_deref());
         // Own requests that expired, or that another worker's arrival displaced.
         let gone: Vec<(u32, Refusal)> = match self.held.try_borrow() {
             Ok(map) => map
@@ -208,11 +226,30 @@ impl FlowGate {
                     }
                 })
                 .collect(),
-            Err(_) => Vec::new(),
+            Err(_) => return outcomes,
         };
-        if !gone.is_empty() {
-            let ids: Vec<u64> = gone.iter().map(|(ctx, _)| self.ticket_id(*ctx)).collect();
-            self.update(host, pool, |queue| ids.iter().for_each(|id| drop(queue.remove(*id))));
+        // Own tickets no held stream matches (a removal that failed to write), and
+        // the tickets this tick answers.
+        let mut remove: Vec<u64> = view
+            .tickets()
+            .iter()
+            .filter(|t| self.own(t.id).is_some_and(|ctx| !self.holds(ctx)))
+            .map(|t| t.id)
+            .collect();
+        remove.extend(gone.iter().map(|(ctx, _)| self.ticket_id(*ctx)));
+        let silent = view.tickets().iter().any(|t| {
+            view.beat_of(holder_of(t.id)).unwrap_or(t.enqueued_ms).saturating_add(ORPHAN_SILENCE_MS) <= now_ms
+        });
+        let beat_due = view.beat_of(self.holder()).is_none_or(|at| at.saturating_add(BEAT_MS) <= now_ms);
+        if !remove.is_empty() || silent || beat_due {
+            self.update(host, pool, |queue| {
+                remove.iter().for_each(|id| drop(queue.remove(*id)));
+                let orphans = queue.drop_orphans(now_ms, ORPHAN_SILENCE_MS);
+                if !orphans.is_empty() {
+                    log::warn!("infergate flow: removed {} tickets of silent workers in pool `{pool}`", orphans.len());
+                }
+                queue.beat(self.holder(), now_ms);
+            });
         }
         for (context_id, why) in gone {
             if let Some(held) = self.take_held(context_id) {
@@ -239,21 +276,41 @@ impl FlowGate {
                 Some(Attempt::Routed(routed)) => Ok(routed),
                 Some(Attempt::Fail(error)) => Err(error),
             };
-            let taken = self.update(host, pool, |queue| queue.take(head).is_some()).unwrap_or(false);
-            let Some(held) = self.take_held(context_id) else { continue };
-            outcomes.push(match attempt {
-                Ok(routed) if taken => {
+            let taken = match attempt {
+                Ok(_) => self.update(host, pool, |queue| queue.take(head).is_some()),
+                // Not sent: its tenant is not charged.
+                Err(_) => self.update(host, pool, |queue| queue.remove(head).is_some()),
+            };
+            let held = match (taken, attempt) {
+                // The write failed: it stays held, for the next tick.
+                (None, Ok(routed)) => {
+                    outcomes.push(Outcome::Undo(routed));
+                    break;
+                }
+                (None, Err(_)) => break,
+                (Some(taken), attempt) => match self.take_held(context_id) {
+                    Some(held) => (taken, attempt, held),
+                    None => {
+                        if let Ok(routed) = attempt {
+                            outcomes.push(Outcome::Undo(routed));
+                        }
+                        continue;
+                    }
+                },
+            };
+            outcomes.push(match held {
+                (true, Ok(routed), held) => {
                     self.metrics.released.increment();
                     self.metrics.wait_ms.set(now_ms.saturating_sub(held.enqueued_ms));
                     Outcome::Release { context_id, held, routed }
                 }
-                Ok(routed) => {
+                (false, Ok(routed), held) => {
                     // Displaced between the read and the take: the routing is undone.
                     self.metrics.dropped(Refusal::Displaced);
                     let error = Refusal::Displaced.answer(held.band, pool, retry_after_s);
                     Outcome::Answer { context_id, error, undo: Some(routed) }
                 }
-                Err(error) => Outcome::Answer { context_id, error, undo: None },
+                (_, Err(error), _) => Outcome::Answer { context_id, error, undo: None },
             });
         }
         outcomes

@@ -191,3 +191,23 @@ fn with_the_agent_gone_held_requests_go_to_the_pods_rather_than_wait_for_expiry(
     assert!(stream.resumed());
     assert!(stream.request_header(header::ENDPOINT).is_some());
 }
+
+#[test]
+fn a_torn_down_workers_tickets_are_removed_so_the_queue_moves_on() {
+    let gateway = saturated_gateway(2, 64);
+    let standard = [(header::CRITICALITY, "standard")];
+    let (mut orphan, flow) = send(&gateway, 1, &standard);
+    assert!(held(&mut orphan, flow));
+    gateway.routers[1].tear_down();
+    let (mut waiting, flow) = send(&gateway, 0, &standard);
+    assert!(held(&mut waiting, flow), "queued behind the torn-down worker's request");
+    room(&gateway, 2);
+    gateway.envoy.advance_ms(5);
+    assert!(!waiting.resumed(), "the head is another worker's: it waits for that worker");
+    for sequence in 3..7 {
+        gateway.envoy.advance_ms(300);
+        room(&gateway, sequence);
+    }
+    gateway.envoy.advance_ms(5);
+    assert!(waiting.resumed(), "the silent worker's ticket was removed after a second");
+}

@@ -169,8 +169,9 @@ impl RootEvents for Rc<RouterShared> {
     }
 
     fn on_tick(&mut self) {
-        self.peers.on_tick(self.host.now_unix_ms());
+        // Released requests' prefix claims go out in this tick's batch.
         self.release_held();
+        self.peers.on_tick(self.host.now_unix_ms());
         // Stops until a batch of prefix records or a held request needs it again.
         if !self.flow.holds_any() && self.ticking.replace(false) {
             self.host.tick_every_ms(0);

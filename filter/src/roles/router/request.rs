@@ -424,8 +424,13 @@ impl RouterShared {
                         let stream = self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
                         *held.slot.borrow_mut() = Some(stream);
                         if let Err(status) = host.resume_request() {
+                            // Answered instead; its end releases what was counted.
                             log::error!("infergate flow: cannot resume stream {context_id}: {status:?}");
+                            reply_error(host, &ApiError::gateway_busy());
                         }
+                    }
+                    Outcome::Undo(decision) => {
+                        router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut self.ledger());
                     }
                     Outcome::Answer { context_id, error, undo } => {
                         if let Some(decision) = undo {
@@ -436,6 +441,9 @@ impl RouterShared {
                             );
                         }
                         self.metrics.rejected.increment();
+                        if error.status == 429 {
+                            self.metrics.shed.increment();
+                        }
                         if host.set_effective_context(context_id).is_ok() {
                             reply_error(host, &error);
                         }
