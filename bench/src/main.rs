@@ -233,8 +233,26 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     Ok(markdown)
 }
 
+/// Names given to `--e2e-policies` and `--e2e-workloads` that part 2 does not know:
+/// refused before part 1 runs, rather than silently running nothing.
+fn check_e2e_names(args: &Args) -> Result<(), String> {
+    let policies: Vec<&str> = infergate_bench::e2e::POLICIES.iter().map(|(name, _)| *name).collect();
+    if let Some(unknown) = args.e2e_policies.iter().find(|p| !policies.contains(&p.as_str())) {
+        return Err(format!("--e2e-policies: unknown policy `{unknown}`; choose from {}", policies.join(", ")));
+    }
+    let workloads: Vec<&'static str> = suite::e2e_workloads().iter().map(|(w, _)| w.name()).collect();
+    if let Some(unknown) = args.e2e_workloads.iter().find(|w| !workloads.contains(&w.as_str())) {
+        return Err(format!("--e2e-workloads: unknown workload `{unknown}`; choose from {}", workloads.join(", ")));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(e) = check_e2e_names(&args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     // Part 2 starts real Envoy and the agent: find out now, not after part 1.
     if args.preflight || !args.skip_e2e {
         if let Err(code) = infergate_bench::cli::preflight(args.preflight) {

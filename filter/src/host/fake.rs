@@ -261,6 +261,7 @@ impl Worker {
         let root = self.envoy.roots.borrow_mut().get_mut(self.index).and_then(Option::take);
         if let Some(mut root) = root {
             root.on_done();
+            self.envoy.effective.set(None);
         }
     }
 

@@ -189,6 +189,21 @@ impl FlowGate {
         self.metrics.cancelled.increment();
     }
 
+    /// The plugin is being torn down: every held request leaves its queue, and the
+    /// caller answers them (their streams would otherwise wait for nobody).
+    pub fn drain(&self, host: &dyn Host) -> Vec<u32> {
+        let held = match self.held.try_borrow_mut() {
+            Ok(mut map) => std::mem::take(&mut *map),
+            Err(_) => return Vec::new(),
+        };
+        for (context_id, request) in &held {
+            let id = self.ticket_id(*context_id);
+            self.update(host, &request.pool, |queue| queue.remove(id));
+            self.metrics.queued.shift(-1);
+        }
+        held.into_keys().collect()
+    }
+
     /// The pools this worker holds requests in.
     pub fn pools(&self) -> Vec<String> {
         let Ok(map) = self.held.try_borrow() else { return Vec::new() };

@@ -193,12 +193,15 @@ fn with_the_agent_gone_held_requests_go_to_the_pods_rather_than_wait_for_expiry(
 }
 
 #[test]
-fn a_torn_down_workers_tickets_are_removed_so_the_queue_moves_on() {
+fn a_silent_workers_tickets_are_removed_so_the_queue_moves_on() {
     let gateway = saturated_gateway(2, 64);
     let standard = [(header::CRITICALITY, "standard")];
     let (mut orphan, flow) = send(&gateway, 1, &standard);
     assert!(held(&mut orphan, flow));
+    // Torn down while shared data refuses writes: its ticket stays behind.
+    gateway.envoy.fail("set_shared_data");
     gateway.routers[1].tear_down();
+    gateway.envoy.heal("set_shared_data");
     let (mut waiting, flow) = send(&gateway, 0, &standard);
     assert!(held(&mut waiting, flow), "queued behind the torn-down worker's request");
     room(&gateway, 2);
@@ -210,4 +213,19 @@ fn a_torn_down_workers_tickets_are_removed_so_the_queue_moves_on() {
     }
     gateway.envoy.advance_ms(5);
     assert!(waiting.resumed(), "the silent worker's ticket was removed after a second");
+}
+
+#[test]
+fn a_worker_torn_down_while_holding_answers_its_requests_and_leaves_the_queue() {
+    let gateway = saturated_gateway(1, 64);
+    let (mut stream, flow) = send(&gateway, 0, &[]);
+    assert!(held(&mut stream, flow));
+    gateway.routers[0].tear_down();
+    stream.poll();
+    let reply = stream.reply().cloned().expect("answered at teardown");
+    assert_eq!((reply.status, reply.header("retry-after")), (503, Some("1")));
+    assert_eq!(gateway.envoy.stat("infergate.flow.queued"), 0);
+    let key = format!("{}llama", infergate_core::wire::shared_data::FLOW_PREFIX);
+    let queue = infergate_core::flow::FlowQueue::decode(gateway.envoy.shared_value(&key).as_deref());
+    assert!(queue.is_empty());
 }

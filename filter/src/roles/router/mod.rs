@@ -21,6 +21,7 @@ use infergate_core::wire::shared_data::{GENERATION, SNAPSHOT};
 use crate::host::Host;
 use crate::host::events::{RootEvents, StreamEvents};
 use crate::roles::front::FrontStream;
+use crate::roles::front::intake::reply_error;
 use crate::shared::generation;
 use flow::FlowGate;
 use ledger::SharedLedger;
@@ -178,9 +179,14 @@ impl RootEvents for Rc<RouterShared> {
         }
     }
 
-    /// The plugin is being torn down: its queue leaves the prefix peers, and its VM's
-    /// memory no longer counts.
+    /// The plugin is being torn down: its held requests are answered 503 (retry), its
+    /// queue leaves the prefix peers, and its VM's memory no longer counts.
     fn on_done(&mut self) {
+        for context_id in self.flow.drain(&*self.host) {
+            if self.host.set_effective_context(context_id).is_ok() {
+                reply_error(&*self.host, &infergate_core::ApiError::gateway_busy());
+            }
+        }
         self.peers.leave();
         self.metrics.vm_memory.withdraw();
     }
