@@ -6,7 +6,6 @@
 //! (defaults: bursty-chat, 12). Set 0 is the one part 2 runs with seed 42.
 
 use infergate_bench::{fleet, flow, suite};
-use infergate_core::config::Criticality;
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
@@ -24,11 +23,7 @@ fn main() -> Result<(), String> {
     for set in 0..sets {
         let seed = suite::e2e_request_set_seed(&name, 42, set);
         let scenario = workload.scenario(step, seed);
-        let tags: Vec<flow::Tag> = scenario
-            .requests
-            .iter()
-            .map(|_| flow::Tag { tenant: "", band: Criticality::Standard, ttft_target_ms: f64::MAX })
-            .collect();
+        let tags = flow::Tag::untagged(&scenario);
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();
         for gate_name in GATES {

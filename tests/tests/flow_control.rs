@@ -92,7 +92,6 @@ async fn held_requests_resume_and_complete_once_a_pod_has_room() {
     for client in clients {
         let reply = client.await.expect("the client task");
         assert_eq!(reply.status, 200, "{}", reply.body);
-        assert!(reply.header("x-gateway-destination-endpoint").is_none(), "routing headers stay inside");
     }
     assert!(freed.elapsed() < Duration::from_secs(3), "released within {:?}", freed.elapsed());
     stack.wait_until("the queue to empty", Duration::from_secs(3), || async { queued(&stack).await == 0 }).await;

@@ -179,11 +179,7 @@ fn scheduling_check(seed: u64) -> String {
     for workload in workloads(SuiteKind::Quick).iter().filter(|w| !w.name().starts_with("calibration")) {
         for step in workload.steps() {
             let scenario = workload.scenario(step, seed);
-            let tags: Vec<flow::Tag> = scenario
-                .requests
-                .iter()
-                .map(|_| flow::Tag { tenant: "", band: Criticality::Standard, ttft_target_ms: f64::MAX })
-                .collect();
+            let tags = flow::Tag::untagged(&scenario);
             let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
             for gate_name in ["no_queue", "infergate"] {
                 let Some(mut gate) = flow::build(gate_name, &fleet, seed, &infergate_settings()) else { continue };

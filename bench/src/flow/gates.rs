@@ -260,11 +260,8 @@ const LLMD_MAX_PER_BAND: u32 = 5_000;
 
 impl LlmdFlowControl {
     fn new(pods: usize, seed: u64) -> Self {
-        let band = infergate_core::config::BandSettings {
-            max_wait_ms: Some(LLMD_TTL_MS),
-            max_engine_waiting: Some(LLMD_QUEUE_DEPTH_THRESHOLD),
-            hold_above_ttft_ms: None,
-        };
+        // Only the TTL is read: release follows llm-d's saturation, not infergate's.
+        let band = infergate_core::config::BandSettings { max_wait_ms: Some(LLMD_TTL_MS), ..Default::default() };
         let settings = FlowControlSettings {
             enabled: true,
             fairness: Fairness::RoundRobin,

@@ -25,6 +25,15 @@ pub struct Tag {
     pub ttft_target_ms: f64,
 }
 
+impl Tag {
+    /// For workloads without tenants or classes: every request standard, of one
+    /// anonymous tenant, with no target.
+    pub fn untagged(scenario: &Scenario) -> Vec<Tag> {
+        let tag = Tag { tenant: "", band: Criticality::Standard, ttft_target_ms: f64::MAX };
+        vec![tag; scenario.requests.len()]
+    }
+}
+
 /// A tenant's share of the offered load and its requests' class.
 struct Sender {
     tenant: &'static str,

@@ -79,14 +79,6 @@ fn key(pool: &str) -> String {
     format!("{FLOW_PREFIX}{pool}")
 }
 
-fn decode(bytes: Option<&[u8]>) -> FlowQueue {
-    FlowQueue::decode(bytes)
-}
-
-fn encode(queue: &FlowQueue) -> Vec<u8> {
-    queue.encode()
-}
-
 impl FlowGate {
     pub fn new(worker_tag: u32, metrics: FlowMetrics) -> Self {
         Self { worker_tag: u64::from(worker_tag) << 32, held: RefCell::new(BTreeMap::new()), metrics }
@@ -100,8 +92,9 @@ impl FlowGate {
         holder_of(self.worker_tag)
     }
 
+    /// The context id of a ticket this worker holds.
     fn own(&self, ticket: u64) -> Option<u32> {
-        (ticket & 0xffff_ffff_0000_0000 == self.worker_tag).then_some((ticket & 0xffff_ffff) as u32)
+        (holder_of(ticket) == self.holder()).then_some(ticket as u32)
     }
 
     pub fn holds_any(&self) -> bool {
@@ -114,16 +107,16 @@ impl FlowGate {
 
     /// Requests held in `pool` by every worker.
     pub fn queued(&self, host: &dyn Host, pool: &str) -> usize {
-        decode(host.shared_value(&key(pool)).as_deref()).len()
+        FlowQueue::decode(host.shared_value(&key(pool)).as_deref()).len()
     }
 
     /// Rewrites a pool's queue with `change`, returning what it returned.
     fn update<T>(&self, host: &dyn Host, pool: &str, mut change: impl FnMut(&mut FlowQueue) -> T) -> Option<T> {
         let mut out = None;
         let written = host.update_shared_data(&key(pool), |current| {
-            let mut queue = decode(current);
+            let mut queue = FlowQueue::decode(current);
             out = Some(change(&mut queue));
-            Ok::<_, ()>(encode(&queue))
+            Ok::<_, ()>(queue.encode())
         });
         match written {
             Ok(()) => out,
@@ -226,7 +219,7 @@ impl FlowGate {
         mut route: impl FnMut(&Held) -> Attempt<T>,
     ) -> Vec<Outcome<T>> {
         let mut outcomes = Vec::new();
-        let view = decode(host.shared_value(&key(pool)).as_deref());
+        let view = FlowQueue::decode(host.shared_value(&key(pool)).as_deref());
         // Own requests that expired, or that another worker's arrival displaced.
         let gone: Vec<(u32, Refusal)> = match self.held.try_borrow() {
             Ok(map) => map
@@ -274,7 +267,7 @@ impl FlowGate {
             }
         }
         for _ in 0..MAX_RELEASES_PER_TICK {
-            let queue = decode(host.shared_value(&key(pool)).as_deref());
+            let queue = FlowQueue::decode(host.shared_value(&key(pool)).as_deref());
             let Some(head) = queue.next(settings).map(|t| t.id) else { break };
             let Some(context_id) = self.own(head) else { break };
             let attempt = match self.held.try_borrow() {

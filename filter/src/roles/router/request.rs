@@ -72,22 +72,13 @@ pub struct RouterRequest {
     shared: Rc<RouterShared>,
     context_id: u32,
     criticality: Option<Criticality>,
-    /// From the flow-control tenant header.
-    tenant: Option<String>,
     ttft_target_ms: Option<u64>,
     routed: RoutedSlot,
 }
 
 impl RouterRequest {
     pub fn new(shared: Rc<RouterShared>, context_id: u32) -> Self {
-        Self {
-            shared,
-            context_id,
-            criticality: None,
-            tenant: None,
-            ttft_target_ms: None,
-            routed: Rc::new(RefCell::new(None)),
-        }
+        Self { shared, context_id, criticality: None, ttft_target_ms: None, routed: Rc::new(RefCell::new(None)) }
     }
 
     /// Routes the request now, or holds it in its pool's gateway queue.
@@ -134,7 +125,8 @@ impl RouterRequest {
         let ticket = Ticket {
             id: shared.flow.ticket_id(self.context_id),
             band,
-            tenant: Ticket::tenant_name(self.tenant.as_deref()),
+            // Read only for a held request, with the config of its decision.
+            tenant: Ticket::tenant_name(host.request_header_text(&flow.tenant_header).as_deref()),
             enqueued_ms: now_ms,
             deadline_ms: now_ms.saturating_add(self.ttft_target_ms.unwrap_or(limits.max_wait_ms)),
             expires_ms: now_ms.saturating_add(limits.max_wait_ms),
@@ -255,15 +247,6 @@ impl FrontRole for RouterRequest {
                     "`x-infergate-ttft-target-ms` must be a whole number of milliseconds from 1 to 3600000.",
                 )
             })?);
-        }
-        // The config the body's decision will use: a snapshot may have changed it.
-        let tenant_header = self.shared.router.try_borrow_mut().ok().and_then(|mut router| {
-            self.shared.refresh_snapshot(&mut router, self.shared.host.now_unix_ms());
-            let flow = &router.config().flow_control;
-            flow.enabled.then(|| flow.tenant_header.clone())
-        });
-        if let Some(name) = tenant_header {
-            self.tenant = headers.get(&name).map(str::to_string);
         }
         Ok(())
     }
