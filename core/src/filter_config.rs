@@ -38,6 +38,10 @@ pub struct RouterRole {
     pub vm_id: String,
     pub routing: RoutingConfig,
     pub max_body_bytes: u64,
+    /// Route as soon as `model` and the prompt's hashed bytes are in, and stream the
+    /// rest of the body (`gateway.early_decision`).
+    #[serde(default = "early_decision_default")]
+    pub early_decision: bool,
     /// Add `x-infergate-decision` to responses (pool, basis, ranked endpoints).
     #[serde(default)]
     pub explain: bool,
@@ -51,6 +55,10 @@ pub struct ControlRole {
     /// The environment variable (exposed to the VM through `host_env_keys`) that holds
     /// the bearer token; keeps the token out of the rendered config.
     pub token_env: String,
+}
+
+fn early_decision_default() -> bool {
+    crate::config::GatewaySettings::default().early_decision
 }
 
 impl FilterConfig {

@@ -70,6 +70,7 @@ pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConf
         vm_id: VM_ID.to_string(),
         routing: config.routing_config(),
         max_body_bytes: config.gateway.max_body_bytes,
+        early_decision: config.gateway.early_decision,
         explain,
     }))
 }

@@ -33,10 +33,16 @@ fn encode(config: &FilterConfig) -> Vec<u8> {
 }
 
 pub fn router_config(explain: bool) -> Vec<u8> {
+    router_config_with(routing(), explain, true)
+}
+
+/// The router's config for `routing`, routing before the body ends or not.
+pub fn router_config_with(routing: RoutingConfig, explain: bool, early_decision: bool) -> Vec<u8> {
     encode(&FilterConfig::Router(Box::new(RouterRole {
         vm_id: VM_ID.to_string(),
-        routing: routing(),
+        routing,
         max_body_bytes: 64 * 1024,
+        early_decision,
         explain,
     })))
 }
@@ -133,11 +139,16 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(routers: usize, explain: bool) -> Self {
+        Self::with_router_config(routers, &router_config(explain))
+    }
+
+    /// A gateway whose routers run `router`, a router role's plugin configuration.
+    pub fn with_router_config(routers: usize, router: &[u8]) -> Self {
         let envoy = FakeEnvoy::new();
         envoy.set_env(TOKEN_ENV, TOKEN);
         let singleton = envoy.start(VM_ID, &singleton_config());
         let control = envoy.start(VM_ID, &control_config());
-        let routers = (0..routers).map(|_| envoy.start(VM_ID, &router_config(explain))).collect();
+        let routers = (0..routers).map(|_| envoy.start(VM_ID, router)).collect();
         Self { envoy, singleton, control, routers }
     }
 

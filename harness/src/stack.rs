@@ -72,6 +72,8 @@ pub struct StackSpec {
     pub pools: Vec<(&'static str, usize)>,
     pub models: Vec<ModelSpec>,
     pub max_body_bytes: u64,
+    /// Route before the body ends (`gateway.early_decision`).
+    pub early_decision: bool,
     pub envoy_concurrency: u32,
     pub profile: EngineProfile,
     /// The simulated pods' time scale (2.0 runs them at half speed).
@@ -106,6 +108,7 @@ impl Default for StackSpec {
             pools: vec![("a", 4)],
             models: vec![ModelSpec::base("m", "a")],
             max_body_bytes: 256 * 1024,
+            early_decision: GatewaySettings::default().early_decision,
             envoy_concurrency: 2,
             profile: EngineProfile::TINY,
             time_scale: 1.0,
@@ -239,6 +242,7 @@ impl Stack {
                 max_body_bytes: spec.max_body_bytes,
                 request_timeout_ms: spec.request_timeout_ms,
                 retries: 2,
+                early_decision: spec.early_decision,
             },
             agent: AgentSettings {
                 scrape_interval_ms: spec.scrape_interval_ms,

@@ -57,6 +57,7 @@ impl GlobalRouter {
                 max_body_bytes: 256 * 1024,
                 request_timeout_ms: 30_000,
                 retries: 2,
+                ..GatewaySettings::default()
             },
             global: GlobalSettings {
                 local_region: local_region.into(),

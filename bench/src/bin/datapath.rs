@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use infergate_bench::cli;
-use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways};
+use infergate_bench::datapath::paced::Pace;
+use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways, Options};
+use infergate_core::config::PrefixSettings;
 
 /// Measures what the in-proxy routing decision costs per request.
 #[derive(Parser)]
@@ -24,6 +26,16 @@ struct Args {
     /// Concurrencies (comma-separated); default 1, 32, 150.
     #[arg(long, value_delimiter = ',')]
     concurrency: Vec<usize>,
+    /// Requests per body size uploaded at a bounded pace (64 KiB every 2 ms), one at a
+    /// time, timed from their last byte to the answer's first; 0 skips them.
+    #[arg(long, default_value_t = 40)]
+    paced_requests: u64,
+    /// Whether B routes before the body ends (`gateway.early_decision`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    early_decision: bool,
+    /// B's `routing.prefix.max_blocks` (64-byte blocks hashed per prompt).
+    #[arg(long, default_value_t = PrefixSettings::default().max_blocks)]
+    prefix_max_blocks: u32,
     #[arg(long, default_value = "bench/results/datapath")]
     out: std::path::PathBuf,
 }
@@ -40,7 +52,8 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let report = runtime.block_on(async {
-        let gateways = Gateways::start().await;
+        let options = Options { early_decision: args.early_decision, prefix_max_blocks: args.prefix_max_blocks };
+        let gateways = Gateways::start(options).await;
         let decodes_before = gateways.infergate.stat("infergate.snapshot.decodes").await.unwrap_or(0);
         let since = Instant::now();
         let mut cells = Vec::new();
@@ -54,10 +67,22 @@ fn main() -> ExitCode {
                 }
             }
         }
+        let pace = Pace { piece: 64 * 1024, pause: Duration::from_millis(2) };
+        let mut paced = Vec::new();
+        for &body in bodies.iter().filter(|_| args.paced_requests > 0) {
+            for (name, stack) in [("A", &gateways.plain), ("B", &gateways.infergate)] {
+                let cell = datapath::paced::measure(stack, name, body, pace, args.paced_requests).await;
+                eprintln!("{cell:?}");
+                paced.push(cell);
+            }
+        }
         let footprint = datapath::footprint(&gateways, decodes_before, since).await;
+        let paced = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
         format!(
-            "{}\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            "{}\n{paced}\n- B routes before the body ends: {}; hashes up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
+            args.early_decision,
+            args.prefix_max_blocks,
             footprint.wasm_bytes,
             footprint.vm_memory_bytes,
             footprint.envoy_rss_plain_mib,

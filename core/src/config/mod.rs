@@ -71,6 +71,12 @@ pub struct GatewaySettings {
     /// How many times Envoy retries a failed attempt on the next ranked pod.
     #[serde(default = "GatewaySettings::default_retries")]
     pub retries: u32,
+    /// Route a request as soon as its `model` and the prompt bytes prefix hashing reads
+    /// have arrived, then stream the rest of the body to the pod (still checked: an
+    /// invalid body is answered with a 400 before its end reaches the pod). Needs a
+    /// declared `content-length`; off under flow control, which may hold a request.
+    #[serde(default = "GatewaySettings::default_early_decision")]
+    pub early_decision: bool,
 }
 
 impl GatewaySettings {
@@ -92,6 +98,9 @@ impl GatewaySettings {
     fn default_retries() -> u32 {
         2
     }
+    fn default_early_decision() -> bool {
+        true
+    }
 }
 
 impl Default for GatewaySettings {
@@ -103,6 +112,7 @@ impl Default for GatewaySettings {
             max_body_bytes: Self::default_max_body_bytes(),
             request_timeout_ms: Self::default_request_timeout_ms(),
             retries: Self::default_retries(),
+            early_decision: Self::default_early_decision(),
         }
     }
 }

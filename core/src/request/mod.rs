@@ -13,7 +13,7 @@ use crate::api_error::ApiError;
 use crate::config::{Criticality, check_model_name};
 pub use endpoint_kind::{ApiEndpoint, classify};
 use model_field::ModelField;
-pub use scan::{RequestScanner, ScanOutcome};
+pub use scan::{Checked, RequestScanner, ScanOutcome};
 
 /// What routing needs from a request body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

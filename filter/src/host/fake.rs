@@ -298,7 +298,11 @@ impl Reply {
 #[derive(Default)]
 struct StreamState {
     request_headers: Vec<(String, String)>,
+    /// The request body Envoy holds for the filter: everything since the last
+    /// `Continue`, as Envoy buffers while the filter pauses.
     request_body: Vec<u8>,
+    /// The request body passed on upstream so far.
+    forwarded_body: Vec<u8>,
     response_headers: Vec<(String, String)>,
     response_chunk: Vec<u8>,
     upstream: Option<String>,
@@ -331,17 +335,33 @@ impl Stream {
         out
     }
 
-    /// Sends a request: its headers, then its body in `chunks` (each callback sees
-    /// everything buffered so far). Stops, as Envoy does, once the filter replied.
+    /// Sends a request: its headers, then its body in `chunks`. Each callback sees what
+    /// Envoy buffered since the filter last continued (everything so far while it
+    /// pauses, only the new chunk after a `Continue`). Stops, as Envoy does, once the
+    /// filter replied.
     pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], chunks: &[&[u8]]) -> Flow {
+        let flows = self.request_flows(method, path, headers, chunks);
+        flows.last().copied().unwrap_or(Flow::Continue)
+    }
+
+    /// As [`Stream::request`], with the flow of each callback: the headers', then each
+    /// body chunk's until the filter replied.
+    pub fn request_flows(&mut self, method: &str, path: &str, headers: &[(&str, &str)], chunks: &[&[u8]]) -> Vec<Flow> {
         let length: usize = chunks.iter().map(|c| c.len()).sum();
         let mut all = vec![(":method".to_string(), method.to_string()), (":path".to_string(), path.to_string())];
-        if !chunks.is_empty() {
+        // The body's length, unless the test declares its own (an empty one: none).
+        let declares = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+        if !chunks.is_empty() && !declares {
             all.push(("content-length".to_string(), length.to_string()));
         }
-        all.extend(headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())));
+        all.extend(
+            headers
+                .iter()
+                .filter(|(name, value)| !(name.eq_ignore_ascii_case("content-length") && value.is_empty()))
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())),
+        );
         self.state.request_headers = all;
-        let mut flow = self.run(|events| events.on_request_headers(chunks.is_empty()));
+        let mut flows = vec![self.run(|events| events.on_request_headers(chunks.is_empty()))];
         for (i, chunk) in chunks.iter().enumerate() {
             if self.state.reply.is_some() {
                 break;
@@ -349,9 +369,19 @@ impl Stream {
             self.state.request_body.extend_from_slice(chunk);
             let buffered = self.state.request_body.len();
             let last = i + 1 == chunks.len();
-            flow = self.run(|events| events.on_request_body(buffered, last));
+            let flow = self.run(|events| events.on_request_body(buffered, last));
+            if flow == Flow::Continue && self.state.reply.is_none() {
+                let passed = std::mem::take(&mut self.state.request_body);
+                self.state.forwarded_body.extend_from_slice(&passed);
+            }
+            flows.push(flow);
         }
-        flow
+        flows
+    }
+
+    /// The request body bytes that went on upstream.
+    pub fn forwarded_body(&self) -> &[u8] {
+        &self.state.forwarded_body
     }
 
     /// A `POST` with a JSON body in one chunk.

@@ -176,7 +176,25 @@ impl Extract {
 
     /// The body is complete: decodes the small fields as serde would have in the
     /// whole-body parse, and joins the prompt's parts in the engine's order.
-    pub(super) fn into_request(self) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
+    pub(super) fn complete_request(&self) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
+        self.request(0)
+    }
+
+    /// The request as routing needs it before the body ends: once `model` is read and
+    /// the prompt holds every byte hashing reads. `body_len`, the body's declared
+    /// length, stands in for the prompt's. `None` until then, or if a field read so
+    /// far does not decode (the whole-body read decides).
+    pub(super) fn early(&self, body_len: usize) -> Option<Result<InferenceRequest, ApiError>> {
+        let kept = self.tools.kept().len() + self.messages.kept().len() + self.prompt.kept().len();
+        if self.model.is_none() || kept < self.tools.cap() {
+            return None;
+        }
+        self.request(body_len).ok()
+    }
+
+    /// Decodes the small fields as serde would have in the whole-body parse, and joins
+    /// the prompt's parts in the engine's order; the prompt is at least `min_len` long.
+    fn request(&self, min_len: usize) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
         fn decode<'a, T: serde::Deserialize<'a>>(raw: Option<&'a [u8]>) -> Result<Option<T>, Unsupported> {
             raw.map(|raw| serde_json::from_slice::<Option<T>>(raw).map_err(|_| Unsupported))
                 .transpose()
@@ -194,7 +212,21 @@ impl Extract {
         prompt.extend_from_slice(self.messages.kept());
         prompt.extend_from_slice(self.prompt.kept());
         prompt.truncate(self.tools.cap());
-        Ok(into_request(model, stream, prompt, prompt_len, max_completion_tokens.or(max_tokens)))
+        Ok(into_request(model, stream, prompt, prompt_len.max(min_len), max_completion_tokens.or(max_tokens)))
+    }
+
+    /// The refusal for a small field whose value does not decode (`stream` not a
+    /// boolean, a negative token limit), worded like the whole-body parse's.
+    pub(super) fn field_error(&self) -> Option<ApiError> {
+        fn check<'a, T: serde::Deserialize<'a>>(name: &'static str, raw: Option<&'a [u8]>) -> Option<ApiError> {
+            let error = serde_json::from_slice::<Option<T>>(raw?).err()?;
+            let param = (name == "stream").then_some(name);
+            let message = format!("The request body is not valid JSON for this API: `{name}`: {error}.");
+            Some(ApiError::invalid_request("invalid_json", param, message))
+        }
+        check::<bool>("stream", self.stream.as_deref())
+            .or_else(|| check::<u32>("max_tokens", self.max_tokens.as_deref()))
+            .or_else(|| check::<u32>("max_completion_tokens", self.max_completion_tokens.as_deref()))
     }
 
     fn begin_capture(&mut self, level: usize, at: usize, sink: Sink) {

@@ -16,7 +16,8 @@ pub(super) trait Listener {
     fn value_start(&mut self, level: usize, first: u8, at: usize) -> Result<bool, Unsupported>;
     /// The value that began at `level` ends just before `chunk[end]`.
     fn value_end(&mut self, level: usize, chunk: &[u8], end: usize) -> Result<(), Unsupported>;
-    /// An object key at `level`, as written, with whether it held an escape.
+    /// An object key at `level`, escapes decoded (its first bytes only), with whether
+    /// it held an escape.
     fn key(&mut self, level: usize, name: &[u8], escaped: bool) -> Result<(), Unsupported>;
     /// Decoded text of the string being decoded, in pieces.
     fn text(&mut self, piece: &[u8]);
@@ -280,10 +281,7 @@ impl Lexer {
         let plain = rest.get(..run).unwrap_or_default();
         match role {
             StringRole::Decoded => listener.text(plain),
-            StringRole::Key => {
-                let room = KEY_BYTES.saturating_sub(self.key.len());
-                self.key.extend_from_slice(plain.get(..room.min(plain.len())).unwrap_or_default());
-            }
+            StringRole::Key => self.push_key(plain),
             StringRole::Skipped => {}
         }
         match rest.get(run) {
@@ -309,7 +307,6 @@ impl Lexer {
         byte: u8,
         listener: &mut L,
     ) -> Result<(), Unsupported> {
-        let decoded = role == StringRole::Decoded;
         let next = match escape {
             Escape::Backslash => {
                 let simple = match byte {
@@ -322,8 +319,10 @@ impl Lexer {
                     b'u' => return self.set_escape(role, Escape::Hex { digits: 0, value: 0, high: None }),
                     _ => return Err(Unsupported),
                 };
-                if decoded {
-                    listener.text(&[simple]);
+                match role {
+                    StringRole::Decoded => listener.text(&[simple]),
+                    StringRole::Key => self.push_key(&[simple]),
+                    StringRole::Skipped => {}
                 }
                 Escape::None
             }
@@ -331,10 +330,26 @@ impl Lexer {
                 let value = value * 16 + hex_value(byte).ok_or(Unsupported)?;
                 if digits < 3 {
                     Escape::Hex { digits: digits + 1, value, high }
-                } else if !decoded {
-                    Escape::None
                 } else {
-                    decode_code_unit(value, high, listener)?
+                    match role {
+                        StringRole::Skipped => Escape::None,
+                        StringRole::Decoded => match decode_code_unit(value, high)? {
+                            Decoded::Char(character) => {
+                                listener.text(character.encode_utf8(&mut [0; 4]).as_bytes());
+                                Escape::None
+                            }
+                            Decoded::HighSurrogate(escape) => escape,
+                        },
+                        // Keys are checked as skipped strings are (serde_json does not
+                        // check a skipped key's surrogates); only a plain character is
+                        // kept, which is all a known key can hold.
+                        StringRole::Key => {
+                            if let Ok(Decoded::Char(character)) = decode_code_unit(value, None) {
+                                self.push_key(character.encode_utf8(&mut [0; 4]).as_bytes());
+                            }
+                            Escape::None
+                        }
+                    }
                 }
             }
             Escape::TrailBackslash { high } if byte == b'\\' => Escape::TrailU { high },
@@ -345,23 +360,34 @@ impl Lexer {
         self.set_escape(role, next)
     }
 
+    /// A key's decoded bytes, kept up to [`KEY_BYTES`].
+    fn push_key(&mut self, bytes: &[u8]) {
+        let room = KEY_BYTES.saturating_sub(self.key.len());
+        self.key.extend_from_slice(bytes.get(..room.min(bytes.len())).unwrap_or_default());
+    }
+
     fn set_escape(&mut self, role: StringRole, escape: Escape) -> Result<(), Unsupported> {
         self.state = State::String { role, escape };
         Ok(())
     }
 }
 
-/// A `\uXXXX` code unit of a decoded string: a character, or the first half of a
-/// surrogate pair. Lone halves are refused, as serde_json refuses them in a string.
-fn decode_code_unit<L: Listener>(unit: u32, high: Option<u32>, listener: &mut L) -> Result<Escape, Unsupported> {
+/// What a `\uXXXX` code unit of a decoded string or key is.
+enum Decoded {
+    Char(char),
+    /// The first half of a surrogate pair: the escape that must follow.
+    HighSurrogate(Escape),
+}
+
+/// A `\uXXXX` code unit: a character, or the first half of a surrogate pair. Lone
+/// halves are refused, as serde_json refuses them in a string.
+fn decode_code_unit(unit: u32, high: Option<u32>) -> Result<Decoded, Unsupported> {
     let scalar = match (high, unit) {
-        (None, 0xD800..=0xDBFF) => return Ok(Escape::TrailBackslash { high: unit }),
+        (None, 0xD800..=0xDBFF) => return Ok(Decoded::HighSurrogate(Escape::TrailBackslash { high: unit })),
         (None, 0xDC00..=0xDFFF) => return Err(Unsupported),
         (None, _) => unit,
         (Some(high), 0xDC00..=0xDFFF) => 0x10000 + ((high - 0xD800) << 10) + (unit - 0xDC00),
         (Some(_), _) => return Err(Unsupported),
     };
-    let character = char::from_u32(scalar).ok_or(Unsupported)?;
-    listener.text(character.encode_utf8(&mut [0; 4]).as_bytes());
-    Ok(Escape::None)
+    char::from_u32(scalar).map(Decoded::Char).ok_or(Unsupported)
 }

@@ -14,7 +14,7 @@ use infergate_core::wire::header;
 use crate::host::Host;
 use crate::host::events::{Flow, StreamEvents};
 use crate::metrics::Metric;
-use intake::{BodyIntake, Intake, RequestHeaders};
+use intake::{BodyIntake, BodyStep, EarlyRouting, Intake, RequestHeaders};
 
 /// What a client-facing role does for one request.
 pub trait FrontRole {
@@ -24,13 +24,18 @@ pub trait FrontRole {
     fn prompt_bytes_kept(&self) -> usize;
     /// Counts the bodies parsed whole.
     fn full_parses(&self) -> &Metric;
+    /// The stats of routing before the body ends, if the role does.
+    fn early_routing(&self) -> Option<EarlyRouting> {
+        None
+    }
     /// Reads the client headers the role honours, before the reserved ones go.
     fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError>;
     /// The `GET /v1/models` body.
     fn model_list(&self) -> Result<Vec<u8>, ApiError>;
     /// Decides where the request goes and sets the routing headers, or holds it in the
     /// gateway queue (the stream stays paused until the role resumes or answers it).
-    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError>;
+    /// `early`: the body is still arriving, so the request cannot be held.
+    fn route(&mut self, request: InferenceRequest, early: bool) -> Result<Admitted, ApiError>;
     /// Counts a refusal in the role's metrics.
     fn count_rejection(&self, error: &ApiError);
     /// The decision, explained, if the role adds it to the response.
@@ -55,11 +60,13 @@ pub enum Admitted {
 pub struct FrontStream<R> {
     role: R,
     body: Option<BodyIntake>,
+    /// The body's `content-length`, when it declared one.
+    declared_len: Option<usize>,
 }
 
 impl<R: FrontRole> FrontStream<R> {
     pub fn new(role: R) -> Self {
-        Self { role, body: None }
+        Self { role, body: None, declared_len: None }
     }
 
     fn reject(&self, error: &ApiError) -> Flow {
@@ -76,6 +83,7 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
             return self.reject(&error);
         }
         headers.strip_reserved(self.role.host());
+        self.declared_len = headers.get("content-length").and_then(|v| v.parse().ok());
         match intake::on_headers(&headers, end_of_stream, self.role.max_body_bytes()) {
             Ok(Intake::ListModels) => match self.role.model_list() {
                 Ok(body) => {
@@ -91,15 +99,27 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
 
     fn on_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
         let role = &self.role;
-        let body =
-            self.body.get_or_insert_with(|| BodyIntake::new(role.prompt_bytes_kept(), role.full_parses().clone()));
-        let request = match body.on_body(role.host(), body_size, end_of_stream, role.max_body_bytes()) {
-            Ok(Some(request)) => request,
-            Ok(None) => return Flow::Pause,
+        let declared_len = self.declared_len;
+        let body = self.body.get_or_insert_with(|| {
+            let early = declared_len.zip(role.early_routing());
+            BodyIntake::new(role.prompt_bytes_kept(), role.full_parses().clone(), early)
+        });
+        let (request, early) = match body.on_body(role.host(), body_size, end_of_stream, role.max_body_bytes()) {
+            Ok(BodyStep::Wait) => return Flow::Pause,
+            Ok(BodyStep::Pass) => {
+                body.passed();
+                return Flow::Continue;
+            }
+            Ok(BodyStep::Decide { request, early }) => (request, early),
             Err(error) => return self.reject(&error),
         };
-        match self.role.route(request) {
-            Ok(Admitted::Routed) => Flow::Continue,
+        match self.role.route(request, early) {
+            Ok(Admitted::Routed) => {
+                if let Some(body) = self.body.as_mut() {
+                    body.passed();
+                }
+                Flow::Continue
+            }
             Ok(Admitted::Held) => Flow::Pause,
             Err(error) => self.reject(&error),
         }

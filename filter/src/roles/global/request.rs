@@ -98,7 +98,7 @@ impl FrontRole for GlobalRequest {
         self.shared.model_list_body()
     }
 
-    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError> {
+    fn route(&mut self, request: InferenceRequest, _early: bool) -> Result<Admitted, ApiError> {
         let shared = Rc::clone(&self.shared);
         let host = &*shared.host;
         let (decision, backlog) = shared.decide(&request.model, self.class)?;

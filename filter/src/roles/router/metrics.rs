@@ -8,6 +8,7 @@ use infergate_core::flow::Refusal;
 
 use crate::host::Host;
 use crate::metrics::Metric;
+use crate::roles::front::intake::EarlyRouting;
 
 pub struct RouterMetrics {
     pub decisions_signals: Metric,
@@ -19,6 +20,10 @@ pub struct RouterMetrics {
     /// Bodies the streaming scanner left to the whole-body parse: every invalid body,
     /// and valid ones of an unusual shape.
     pub full_parses: Metric,
+    pub early: EarlyRouting,
+    /// Requests routed early that the pod refused with a 400: a body the scanner could
+    /// not follow to the end, which the engine judged.
+    pub early_engine_refused: Metric,
     pub snapshot_generation: Metric,
     pub snapshot_age_ms: Metric,
     pub snapshot_decode_failures: Metric,
@@ -36,6 +41,12 @@ impl RouterMetrics {
             rejected: Metric::counter(host, "infergate.requests.rejected"),
             shed: Metric::counter(host, "infergate.requests.shed"),
             full_parses: Metric::counter(host, "infergate.requests.full_parses"),
+            early: EarlyRouting {
+                routed: Metric::counter(host, "infergate.requests.routed_early"),
+                refused: Metric::counter(host, "infergate.requests.early.refused"),
+                unverified: Metric::counter(host, "infergate.requests.early.unverified"),
+            },
+            early_engine_refused: Metric::counter(host, "infergate.requests.early.engine_refused"),
             snapshot_generation: Metric::gauge(host, "infergate.snapshot.generation"),
             snapshot_age_ms: Metric::gauge(host, "infergate.snapshot.age_ms"),
             snapshot_decode_failures: Metric::counter(host, "infergate.snapshot.decode_failures"),

@@ -35,6 +35,7 @@ pub struct RouterShared {
     /// The snapshot generation this worker last decoded.
     generation: Cell<u64>,
     max_body_bytes: u64,
+    early_decision: bool,
     explain: bool,
     metrics: RouterMetrics,
     pools: RefCell<HashMap<String, Rc<PoolMetrics>>>,
@@ -60,6 +61,7 @@ impl RouterShared {
             router: RefCell::new(Router::new(role.routing, random_u64(&*host))),
             generation: Cell::new(0),
             max_body_bytes: role.max_body_bytes,
+            early_decision: role.early_decision,
             explain: role.explain,
             metrics: RouterMetrics::define(&host),
             pools: RefCell::new(HashMap::new()),
@@ -207,6 +209,8 @@ fn random_u64(host: &dyn Host) -> u64 {
     }
 }
 
+#[cfg(test)]
+mod early_tests;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]

@@ -27,7 +27,7 @@ use super::flow::{Attempt, Held, Outcome};
 use crate::host::Host;
 use crate::host::events::Flow;
 use crate::metrics::Metric;
-use crate::roles::front::intake::{RequestHeaders, reply_error};
+use crate::roles::front::intake::{EarlyRouting, RequestHeaders, reply_error};
 use crate::roles::front::{Admitted, FrontRole, ResponseView};
 
 /// Once a pool's characters per token are learned, one answer in this many is read
@@ -66,6 +66,8 @@ pub struct Routed {
     usage_wanted_for_chars: Option<usize>,
     /// The answer is an event stream (read with the response headers).
     streamed: bool,
+    /// Routed before its body ended.
+    early: bool,
 }
 
 pub struct RouterRequest {
@@ -81,8 +83,9 @@ impl RouterRequest {
         Self { shared, context_id, criticality: None, ttft_target_ms: None, routed: Rc::new(RefCell::new(None)) }
     }
 
-    /// Routes the request now, or holds it in its pool's gateway queue.
-    fn admit(&mut self, mut request: InferenceRequest) -> Result<Admitted, ApiError> {
+    /// Routes the request now, or holds it in its pool's gateway queue. A request
+    /// routed `early` (its body still arriving) is never held: its body streams on.
+    fn admit(&mut self, mut request: InferenceRequest, early: bool) -> Result<Admitted, ApiError> {
         request.criticality = self.criticality;
         let prompt_chars = request.prompt_chars();
         let shared = Rc::clone(&self.shared);
@@ -93,9 +96,10 @@ impl RouterRequest {
         let now_ms = host.now_unix_ms();
         shared.refresh_snapshot(&mut router, now_ms);
         let flow = &router.config().flow_control;
-        if !flow.enabled {
+        if !flow.enabled || early {
             let decision = router.route(&request, now_ms, &mut shared.ledger())?;
-            let routed = shared.routed_from(&router, decision, &request.model, now_ms, prompt_chars);
+            let mut routed = shared.routed_from(&router, decision, &request.model, now_ms, prompt_chars);
+            routed.early = early;
             *self.routed.borrow_mut() = Some(routed);
             return Ok(Admitted::Routed);
         }
@@ -227,6 +231,16 @@ impl FrontRole for RouterRequest {
         &self.shared.metrics.full_parses
     }
 
+    fn early_routing(&self) -> Option<EarlyRouting> {
+        if !self.shared.early_decision {
+            return None;
+        }
+        // The config of the snapshot the decision will use: flow control may be on.
+        let mut router = self.shared.router.try_borrow_mut().ok()?;
+        self.shared.refresh_snapshot(&mut router, self.shared.host.now_unix_ms());
+        (!router.config().flow_control.enabled).then(|| self.shared.metrics.early.clone())
+    }
+
     fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError> {
         if let Some(value) = headers.get(header::CRITICALITY) {
             let level = Criticality::from_header(value).ok_or_else(|| {
@@ -256,8 +270,8 @@ impl FrontRole for RouterRequest {
         Ok(router.model_list_body(self.shared.host.now_unix_ms() / 1000))
     }
 
-    fn route(&mut self, request: InferenceRequest) -> Result<Admitted, ApiError> {
-        self.admit(request)
+    fn route(&mut self, request: InferenceRequest, early: bool) -> Result<Admitted, ApiError> {
+        self.admit(request, early)
     }
 
     fn count_rejection(&self, error: &ApiError) {
@@ -277,6 +291,8 @@ impl FrontRole for RouterRequest {
         let Some(routed) = slot.as_mut() else { return };
         if host.served_ok() {
             routed.served_ok_by = host.upstream_pod();
+        } else if routed.early && host.response_status() == Some(400) {
+            self.shared.metrics.early_engine_refused.increment();
         }
         routed.streamed = host.streamed();
         if routed.streamed && !end_of_stream {
@@ -367,6 +383,7 @@ impl RouterShared {
             predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
             awaiting_first_chunk: false,
+            early: false,
             served_ok_by: None,
             explanation,
             usage_wanted_for_chars: sampled.then_some(prompt_chars),

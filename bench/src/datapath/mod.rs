@@ -5,6 +5,8 @@
 //! next request when the last answer is read) measures both, alternating A and B cell
 //! by cell, for each body size and concurrency.
 
+pub mod paced;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -39,8 +41,21 @@ pub struct Gateways {
     pub infergate: Stack,
 }
 
-fn spec(policy: UpstreamPolicy) -> StackSpec {
+/// How B is configured beside its defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Route before the body ends (`gateway.early_decision`).
+    pub early_decision: bool,
+    /// `routing.prefix.max_blocks`: how much of a prompt prefix hashing reads.
+    pub prefix_max_blocks: u32,
+}
+
+fn spec(policy: UpstreamPolicy, options: Options) -> StackSpec {
+    let mut routing = infergate_core::config::RoutingSettings::default();
+    routing.prefix.max_blocks = options.prefix_max_blocks;
     StackSpec {
+        early_decision: options.early_decision,
+        routing,
         pools: vec![("fleet", PODS)],
         models: vec![ModelSpec::base("m", "fleet")],
         max_body_bytes: 8 * 1024 * 1024,
@@ -52,10 +67,10 @@ fn spec(policy: UpstreamPolicy) -> StackSpec {
 }
 
 impl Gateways {
-    pub async fn start() -> Self {
+    pub async fn start(options: Options) -> Self {
         Self {
-            plain: Stack::start(spec(UpstreamPolicy::RoundRobin)).await,
-            infergate: Stack::start(spec(UpstreamPolicy::Infergate)).await,
+            plain: Stack::start(spec(UpstreamPolicy::RoundRobin, options)).await,
+            infergate: Stack::start(spec(UpstreamPolicy::Infergate, options)).await,
         }
     }
 }
@@ -169,7 +184,7 @@ pub async fn measure(
 }
 
 /// Microseconds, 1 µs to 60 s, 3 significant digits.
-fn latency_histogram() -> Histogram<u64> {
+pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("constant bounds are valid")
 }
 
