@@ -2,6 +2,7 @@
 //! whether it streams.
 
 mod endpoint_kind;
+mod intake;
 mod model_field;
 mod prompt;
 mod scan;
@@ -12,6 +13,7 @@ use serde_json::value::RawValue;
 use crate::api_error::ApiError;
 use crate::config::{Criticality, check_model_name};
 pub use endpoint_kind::{ApiEndpoint, classify};
+pub use intake::{BodyEvent, BodyReader};
 use model_field::ModelField;
 pub use scan::{Checked, RequestScanner, ScanOutcome};
 

@@ -4,9 +4,7 @@
 
 use infergate_core::ApiError;
 use infergate_core::flow::Refusal;
-use infergate_core::request::{
-    ApiEndpoint, Checked, InferenceRequest, RequestScanner, ScanOutcome, classify, parse_request,
-};
+use infergate_core::request::{ApiEndpoint, BodyEvent, BodyReader, InferenceRequest, classify, parse_request};
 use infergate_core::wire::header::{self, RESERVED_PREFIXES};
 
 use crate::host::Host;
@@ -107,140 +105,78 @@ pub enum BodyStep {
 }
 
 /// Reads a request body as Envoy buffers it: each callback copies only the bytes that
-/// arrived since the last one into the scanner, so the body is never held in the VM.
-/// A body the scanner does not follow is read whole at the end and parsed with serde.
+/// arrived since the last one into core's [`BodyReader`], so the body is never held in
+/// the VM. A body the scanner does not follow is read whole at the end and parsed with
+/// serde.
 ///
 /// With early routing, the decision comes as soon as `model` and the prompt's hashed
 /// bytes are in, if the body declared its length (which stands in for the prompt's);
 /// the rest then streams to the pod as it arrives, each chunk still checked, and a
 /// body that turns out invalid is answered with a 400 before its last byte leaves.
 pub struct BodyIntake {
-    scanner: RequestScanner,
-    /// The host handed over fewer bytes than it announced; scan no further.
-    scan_broken: bool,
+    reader: BodyReader,
     full_parses: Metric,
-    /// The declared body length, when the role routes early.
-    early: Option<(usize, EarlyRouting)>,
-    /// The model of an early decision: the body now streams.
-    routed_for: Option<String>,
-    /// Bytes of the host's buffer already fed: the buffer grows while the body is
+    early: Option<EarlyRouting>,
+    /// Bytes of the host's buffer already read: the buffer grows while the body is
     /// paused and holds only the newest chunk once it streams.
-    buffer_fed: usize,
+    buffer_read: usize,
 }
 
 impl BodyIntake {
     /// `prompt_cap`: prompt bytes to keep for prefix hashing; `full_parses` counts the
     /// bodies parsed whole; `early`: the declared length and stats, to route early.
-    pub fn new(prompt_cap: usize, full_parses: Metric, early: Option<(usize, EarlyRouting)>) -> Self {
-        Self {
-            scanner: RequestScanner::new(prompt_cap),
-            scan_broken: false,
-            full_parses,
-            early,
-            routed_for: None,
-            buffer_fed: 0,
-        }
+    pub fn new(
+        prompt_cap: usize,
+        max_body_bytes: u64,
+        full_parses: Metric,
+        early: Option<(usize, EarlyRouting)>,
+    ) -> Self {
+        let (early_len, early) = early.map_or((None, None), |(len, stats)| (Some(len), Some(stats)));
+        Self { reader: BodyReader::new(prompt_cap, max_body_bytes, early_len), full_parses, early, buffer_read: 0 }
     }
 
     /// The chunks so far went on upstream: the host's buffer starts empty again.
     pub fn passed(&mut self) {
-        self.buffer_fed = 0;
+        self.buffer_read = 0;
     }
 
-    /// Feeds the bytes of the host's buffer not fed yet.
-    fn feed_new(&mut self, host: &dyn Host, body_size: usize) {
-        if self.scan_broken || body_size <= self.buffer_fed {
-            return;
-        }
-        let wanted = body_size - self.buffer_fed;
-        match host.request_body(self.buffer_fed, wanted) {
-            Some(bytes) if bytes.len() == wanted => self.scanner.feed(&bytes),
-            _ => self.scan_broken = true,
-        }
-        self.buffer_fed = body_size;
-    }
-
-    pub fn on_body(
-        &mut self,
-        host: &dyn Host,
-        body_size: usize,
-        end_of_stream: bool,
-        max_body_bytes: u64,
-    ) -> Result<BodyStep, ApiError> {
-        if self.routed_for.is_some() {
-            return self.on_routed_body(host, body_size, end_of_stream, max_body_bytes);
-        }
-        if u64::try_from(body_size).unwrap_or(u64::MAX) > max_body_bytes {
-            return Err(ApiError::body_too_large(max_body_bytes));
-        }
-        if !self.scanner.given_up() {
-            self.feed_new(host, body_size);
-        }
-        if !end_of_stream {
-            return self.early_decision();
-        }
-        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(0));
-        let saw_every_byte = !self.scan_broken && scanner.fed() == body_size;
-        let request = match scanner.finish() {
-            ScanOutcome::Read(request) if saw_every_byte => request?,
-            _ => {
-                self.full_parses.increment();
-                parse_request(&host.request_body(0, body_size).unwrap_or_default())?
-            }
+    pub fn on_body(&mut self, host: &dyn Host, body_size: usize, end_of_stream: bool) -> Result<BodyStep, ApiError> {
+        let new = body_size.saturating_sub(self.buffer_read);
+        let bytes = match new {
+            0 => Some(Vec::new()),
+            _ if self.reader.wants_bytes() => host.request_body(self.buffer_read, new),
+            _ => None,
         };
-        Ok(BodyStep::Decide { request, early: false })
-    }
-
-    /// Routes now if the role routes early and the scanner has what routing reads.
-    fn early_decision(&mut self) -> Result<BodyStep, ApiError> {
-        let Some((declared, early)) = self.early.as_ref().filter(|_| !self.scan_broken) else {
-            return Ok(BodyStep::Wait);
-        };
-        let Some(read) = self.scanner.early_request(*declared) else { return Ok(BodyStep::Wait) };
-        let request = read?;
-        early.routed.increment();
-        self.routed_for = Some(request.model.clone());
-        Ok(BodyStep::Decide { request, early: true })
-    }
-
-    /// A chunk of a body routed early: checked as it passes; at the end, the verdict.
-    fn on_routed_body(
-        &mut self,
-        host: &dyn Host,
-        body_size: usize,
-        end_of_stream: bool,
-        max_body_bytes: u64,
-    ) -> Result<BodyStep, ApiError> {
-        if !self.scanner.malformed() {
-            self.feed_new(host, body_size);
-        } else {
-            self.buffer_fed = body_size;
-        }
-        let seen = self.scanner.fed().max(self.buffer_fed);
-        if u64::try_from(seen).unwrap_or(u64::MAX) > max_body_bytes {
-            self.count(|e| &e.refused);
-            return Err(ApiError::body_too_large(max_body_bytes));
-        }
-        if !end_of_stream {
-            return Ok(BodyStep::Pass);
-        }
-        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(0));
-        let model = self.routed_for.as_deref().unwrap_or_default();
-        match scanner.finish_routed(model) {
-            Checked::Valid if !self.scan_broken => Ok(BodyStep::Pass),
-            Checked::Valid | Checked::Unverified => {
-                self.count(|e| &e.unverified);
-                Ok(BodyStep::Pass)
-            }
-            Checked::Refused(error) => {
+        self.buffer_read = body_size;
+        let routed_early = self.reader.routed_early();
+        let event = self.reader.push(new, bytes.as_deref(), end_of_stream).inspect_err(|_| {
+            if routed_early {
                 self.count(|e| &e.refused);
-                Err(error)
             }
-        }
+        })?;
+        Ok(match event {
+            BodyEvent::Wait => BodyStep::Wait,
+            BodyEvent::Decide { request, early } => {
+                if early {
+                    self.count(|e| &e.routed);
+                }
+                BodyStep::Decide { request, early }
+            }
+            BodyEvent::ParseWhole => {
+                self.full_parses.increment();
+                let request = parse_request(&host.request_body(0, body_size).unwrap_or_default())?;
+                BodyStep::Decide { request, early: false }
+            }
+            BodyEvent::Pass => BodyStep::Pass,
+            BodyEvent::PassUnverified => {
+                self.count(|e| &e.unverified);
+                BodyStep::Pass
+            }
+        })
     }
 
     fn count(&self, metric: impl FnOnce(&EarlyRouting) -> &Metric) {
-        if let Some((_, early)) = &self.early {
+        if let Some(early) = &self.early {
             metric(early).increment();
         }
     }

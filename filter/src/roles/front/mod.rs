@@ -102,9 +102,9 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
         let declared_len = self.declared_len;
         let body = self.body.get_or_insert_with(|| {
             let early = declared_len.zip(role.early_routing());
-            BodyIntake::new(role.prompt_bytes_kept(), role.full_parses().clone(), early)
+            BodyIntake::new(role.prompt_bytes_kept(), role.max_body_bytes(), role.full_parses().clone(), early)
         });
-        let (request, early) = match body.on_body(role.host(), body_size, end_of_stream, role.max_body_bytes()) {
+        let (request, early) = match body.on_body(role.host(), body_size, end_of_stream) {
             Ok(BodyStep::Wait) => return Flow::Pause,
             Ok(BodyStep::Pass) => {
                 body.passed();
