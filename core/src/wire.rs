@@ -97,6 +97,27 @@ pub mod cluster {
     pub const RATE_LIMIT: &str = "infergate-ratelimit";
     /// The rate limit service's HTTP cluster that takes usage reports.
     pub const USAGE: &str = "infergate-ratelimit-usage";
+    /// `infergate-epp`'s gRPC cluster, when Envoy routes through ext_proc.
+    pub const EPP: &str = "infergate-epp";
+}
+
+/// The Gateway API Inference Extension's endpoint picker protocol (its proposal 004):
+/// the dynamic metadata through which Envoy and an ext_proc picker exchange endpoints.
+pub mod epp {
+    /// The namespace of the picked endpoints, and of the endpoint that served.
+    pub const LB_NAMESPACE: &str = "envoy.lb";
+    /// The picked endpoints under [`LB_NAMESPACE`]: `ip:port,ip:port,...`, best first
+    /// (the value of the `x-gateway-destination-endpoint` header).
+    pub const DESTINATION_KEY: &str = super::header::ENDPOINT;
+    /// The endpoint that served, under [`LB_NAMESPACE`], reported back by the proxy.
+    pub const SERVED_KEY: &str = "x-gateway-destination-endpoint-served";
+    /// The namespace of the proxy's subset hint.
+    pub const SUBSET_NAMESPACE: &str = "envoy.lb.subset_hint";
+    /// The endpoints the picker may choose from, a list, under [`SUBSET_NAMESPACE`].
+    pub const SUBSET_KEY: &str = "x-gateway-destination-endpoint-subset";
+    /// gRPC health service names: the process is up; it can pick (it has a snapshot).
+    pub const HEALTH_LIVENESS: &str = "liveness";
+    pub const HEALTH_READINESS: &str = "readiness";
 }
 
 /// Characters per token when no tokenizer is at hand: the gateway's prompt-length

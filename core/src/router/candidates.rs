@@ -31,9 +31,15 @@ pub(super) struct Inputs<'a> {
     /// The pool's learned correction of its predictions (`calibration`).
     pub ttft_factor: f64,
     pub now_ms: u64,
+    /// Only these pods may be chosen (the endpoint picker protocol's subset hint).
+    pub subset: Option<&'a [Endpoint]>,
 }
 
 impl Inputs<'_> {
+    fn allowed(&self, pod: Endpoint) -> bool {
+        self.subset.is_none_or(|subset| subset.contains(&pod))
+    }
+
     /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
     /// load of every replica: the others' as of the snapshot added.
     fn loads(&self, pod: Endpoint) -> (PodLoad, PodLoad) {
@@ -49,14 +55,16 @@ pub(super) fn build(inputs: &Inputs<'_>, candidates: &mut Vec<Candidate>, fresh:
     fresh.clear();
     match inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name)) {
         Some(state) => {
-            for (candidate, is_fresh) in state.pods.iter().filter(|pod| pod.ready).map(|pod| from_pod(pod, inputs)) {
+            let usable = state.pods.iter().filter(|pod| pod.ready && inputs.allowed(pod.address));
+            for (candidate, is_fresh) in usable.map(|pod| from_pod(pod, inputs)) {
                 candidates.push(candidate);
                 fresh.push(is_fresh);
             }
         }
         // No snapshot yet, or the pool is new: the static endpoints, on load alone.
         None => {
-            candidates.extend(inputs.pool.endpoints.iter().map(|&endpoint| unobserved(endpoint, inputs, true)));
+            let usable = inputs.pool.endpoints.iter().filter(|&&endpoint| inputs.allowed(endpoint));
+            candidates.extend(usable.map(|&endpoint| unobserved(endpoint, inputs, true)));
             fresh.resize(candidates.len(), false);
         }
     }

@@ -123,7 +123,19 @@ impl Router {
         now_ms: u64,
         ledger: &mut dyn LoadLedger,
     ) -> Result<Decision, ApiError> {
-        match self.decide(request, now_ms, ledger, None)? {
+        self.route_within(request, now_ms, ledger, None)
+    }
+
+    /// As [`Self::route`], choosing only among `subset` when given: the endpoint
+    /// picker protocol's subset hint. No ready pod of the pool in it is a 503.
+    pub fn route_within(
+        &mut self,
+        request: &InferenceRequest,
+        now_ms: u64,
+        ledger: &mut dyn LoadLedger,
+        subset: Option<&[Endpoint]>,
+    ) -> Result<Decision, ApiError> {
+        match self.decide(request, now_ms, ledger, None, subset)? {
             Routing::Routed(decision) => Ok(*decision),
             Routing::Hold { pool, .. } => Err(ApiError::pool_saturated(&pool, self.config.settings.retry_after_s)),
         }
@@ -140,7 +152,7 @@ impl Router {
         ledger: &mut dyn LoadLedger,
         flow: &FlowControlSettings,
     ) -> Result<Routing, ApiError> {
-        self.decide(request, now_ms, ledger, Some(flow))
+        self.decide(request, now_ms, ledger, Some(flow), None)
     }
 
     fn decide(
@@ -149,6 +161,7 @@ impl Router {
         now_ms: u64,
         ledger: &mut dyn LoadLedger,
         flow: Option<&FlowControlSettings>,
+        subset: Option<&[Endpoint]>,
     ) -> Result<Routing, ApiError> {
         let model = self.config.model(&request.model).ok_or_else(|| ApiError::model_not_found(&request.model))?;
         let pool = self.config.pool(&model.pool).ok_or_else(|| ApiError::model_not_found(&request.model))?;
@@ -176,6 +189,7 @@ impl Router {
             settings,
             ttft_factor: self.calibration.factor(&pool.name),
             now_ms,
+            subset,
         };
         let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
         let candidates = &tables.candidates;

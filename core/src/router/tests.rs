@@ -576,3 +576,16 @@ fn under_flow_control_a_pod_is_full_once_its_engine_has_max_engine_waiting_queue
         Routing::Hold { .. }
     ));
 }
+
+#[test]
+fn a_subset_hint_limits_the_choice_and_an_empty_one_is_a_503() {
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    for _ in 0..6 {
+        let decision = router.route_within(&request("base"), 0, &mut ledger, Some(&[ep(2), ep(7)])).unwrap();
+        assert_eq!(decision.endpoints, vec![ep(2)], "only pod 2 of the pool is in the subset");
+    }
+    let refused = router.route_within(&request("base"), 0, &mut ledger, Some(&[ep(7)])).unwrap_err();
+    assert_eq!((refused.status, refused.code), (503, "no_ready_endpoint"));
+    assert!(router.route_within(&request("base"), 0, &mut ledger, None).is_ok());
+}
