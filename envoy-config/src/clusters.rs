@@ -82,11 +82,22 @@ pub(crate) fn static_cluster(
     })
 }
 
-pub(crate) fn pool_clusters(config: &InfergateConfig, upstream: UpstreamPolicy) -> Value {
-    let clusters = config
+/// A cluster of one gRPC service (HTTP/2) at `address`.
+pub(crate) fn grpc_cluster(name: &str, address: std::net::SocketAddr) -> Value {
+    let mut cluster = static_cluster(name, std::iter::once(address), UpstreamPolicy::RoundRobin);
+    cluster["typed_extension_protocol_options"] = json!({
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}},
+        },
+    });
+    cluster
+}
+
+pub(crate) fn pool_clusters(config: &InfergateConfig, upstream: UpstreamPolicy) -> Vec<Value> {
+    config
         .pools
         .iter()
         .map(|pool| static_cluster(&cluster_name(&pool.name), pool.endpoints.iter().map(|e| e.socket_addr()), upstream))
-        .collect();
-    Value::Array(clusters)
+        .collect()
 }

@@ -11,7 +11,7 @@ use infergate_core::wire::header::{
 };
 use serde_json::{Value, json};
 
-use crate::clusters::{UpstreamPolicy, static_cluster};
+use crate::clusters::{UpstreamPolicy, grpc_cluster, static_cluster};
 use crate::listeners::{BUFFER_HEADROOM_BYTES, http_connection_manager, retry_policy, socket_address};
 use crate::wasm::{self, PluginConfigError};
 use crate::{RenderOptions, listeners};
@@ -109,14 +109,7 @@ fn rate_limit_filter(limits: &RateLimits) -> Value {
 }
 
 fn rate_limit_clusters(limits: &RateLimits) -> Vec<Value> {
-    let mut grpc =
-        static_cluster(RATE_LIMIT_CLUSTER, std::iter::once(limits.service.socket_addr()), UpstreamPolicy::RoundRobin);
-    grpc["typed_extension_protocol_options"] = json!({
-        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-            "explicit_http_config": {"http2_protocol_options": {}},
-        },
-    });
+    let grpc = grpc_cluster(RATE_LIMIT_CLUSTER, limits.service.socket_addr());
     let usage = static_cluster(USAGE_CLUSTER, std::iter::once(limits.usage.socket_addr()), UpstreamPolicy::RoundRobin);
     vec![grpc, usage]
 }

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod clusters;
+mod ext_proc;
 mod global;
 pub mod kubernetes;
 mod listeners;
@@ -66,6 +67,9 @@ pub struct RenderOptions {
     pub explain: bool,
     /// Write an access log line per request to stdout.
     pub access_log: bool,
+    /// Route through `infergate-epp` at this address (Envoy's ext_proc) instead of the
+    /// filter: no Wasm, no control listener (the agent pushes to the picker).
+    pub ext_proc: Option<std::net::SocketAddr>,
 }
 
 impl RenderOptions {
@@ -77,24 +81,37 @@ impl RenderOptions {
             upstream_policy: UpstreamPolicy::Infergate,
             explain: false,
             access_log: true,
+            ext_proc: None,
         }
+    }
+
+    /// Options for a gateway whose picker is `infergate-epp` at `address`.
+    pub fn ext_proc(address: std::net::SocketAddr) -> Self {
+        Self { ext_proc: Some(address), ..Self::new(PathBuf::new()) }
+    }
+
+    /// The filter runs in Envoy (not baseline, not ext_proc).
+    fn runs_filter(&self) -> bool {
+        self.upstream_policy == UpstreamPolicy::Infergate && self.ext_proc.is_none()
     }
 }
 
 /// The whole bootstrap as a JSON value (Envoy reads it as YAML or JSON).
 pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
+    let mut listeners = vec![listeners::gateway(config, options)?];
+    let mut clusters = clusters::pool_clusters(config, options.upstream_policy);
+    match options.ext_proc {
+        Some(picker) if options.upstream_policy == UpstreamPolicy::Infergate => {
+            clusters.push(ext_proc::cluster(picker))
+        }
+        _ => listeners.push(listeners::control(&config.gateway, options)?),
+    }
     let mut bootstrap = json!({
         "node": {"id": "infergate", "cluster": "infergate"},
         "admin": {"address": listeners::socket_address(config.gateway.admin)},
-        "static_resources": {
-            "listeners": [
-                listeners::gateway(config, options)?,
-                listeners::control(&config.gateway, options)?,
-            ],
-            "clusters": clusters::pool_clusters(config, options.upstream_policy),
-        },
+        "static_resources": {"listeners": listeners, "clusters": clusters},
     });
-    if options.upstream_policy == UpstreamPolicy::Infergate {
+    if options.runs_filter() {
         bootstrap["bootstrap_extensions"] = json!([wasm::singleton(options)?]);
     }
     Ok(bootstrap)

@@ -133,10 +133,10 @@ fn retry_policy_for(retries: u32, statuses: &[u16]) -> Value {
 }
 
 pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
-    let filters = if options.upstream_policy == UpstreamPolicy::Infergate {
-        vec![wasm::router_filter(config, options)?]
-    } else {
-        Vec::new()
+    let filters = match (options.upstream_policy, options.ext_proc) {
+        (UpstreamPolicy::Infergate, Some(_)) => vec![crate::ext_proc::filter()],
+        (UpstreamPolicy::Infergate, None) => vec![wasm::router_filter(config, options)?],
+        _ => Vec::new(),
     };
     Ok(json!({
         "name": "gateway",

@@ -60,3 +60,24 @@ fn baselines_have_no_wasm() {
     assert!(!text.contains("wasm"));
     assert!(text.contains("envoy.load_balancing_policies.round_robin"));
 }
+
+#[test]
+fn with_the_picker_over_ext_proc_there_is_no_wasm_and_no_control_listener() {
+    let options = RenderOptions::ext_proc("127.0.0.1:9002".parse().unwrap());
+    let bootstrap = render_bootstrap(&example(), &options).unwrap();
+    let text = bootstrap.to_string();
+    assert!(!text.contains("wasm"));
+    let listeners = bootstrap["static_resources"]["listeners"].as_array().unwrap();
+    assert_eq!(listeners.len(), 1, "the agent pushes to the picker, not to Envoy");
+    let filters = &listeners[0]["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"];
+    let ext_proc = &filters[0]["typed_config"];
+    assert_eq!(ext_proc["processing_mode"]["request_body_mode"], "FULL_DUPLEX_STREAMED");
+    assert_eq!(ext_proc["processing_mode"]["request_trailer_mode"], "SEND");
+    assert_eq!(ext_proc["failure_mode_allow"], false);
+    assert_eq!(ext_proc["grpc_service"]["envoy_grpc"]["cluster_name"], "infergate-epp");
+    let clusters = bootstrap["static_resources"]["clusters"].as_array().unwrap();
+    let picker = clusters.iter().find(|c| c["name"] == "infergate-epp").unwrap();
+    assert!(picker.to_string().contains("http2_protocol_options"));
+    // The pools still pick the ranked pod from the header the picker sets.
+    assert!(text.contains("envoy.load_balancing_policies.override_host"));
+}

@@ -13,9 +13,11 @@ pub mod engine_stack;
 pub mod engines;
 pub mod fleet;
 pub mod llamacpp;
+pub mod picker;
 pub mod procfs;
 pub mod soak;
 pub mod stack;
+pub mod upload;
 
 pub use client::{Reply, chat_body};
 pub use stack::{BootstrapWriter, GatewayReplica, ModelSpec, Stack, StackSpec};

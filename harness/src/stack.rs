@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::artifacts;
 use crate::client::{Reply, chat_body, read_reply};
 use crate::fleet::Fleet;
+use crate::picker::PickerProcess;
 
 pub const TOKEN: &str = "e2e-test-token-7f3a";
 
@@ -100,6 +101,9 @@ pub struct StackSpec {
     /// Gateway replicas: separate Envoys, each on ports of its own, and one agent that
     /// pushes to all of them (active-active). The first is the stack's own.
     pub replicas: usize,
+    /// Route with `infergate-epp` over Envoy's ext_proc instead of the filter; the
+    /// agent pushes to the picker.
+    pub ext_proc: bool,
 }
 
 impl Default for StackSpec {
@@ -124,6 +128,7 @@ impl Default for StackSpec {
             bootstrap: None,
             external_pods: None,
             replicas: 1,
+            ext_proc: false,
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct Stack {
     agent: Option<Child>,
     /// The replicas after the first, with `replicas > 1`.
     pub more_replicas: Vec<GatewayReplica>,
+    /// `infergate-epp`, with `ext_proc`.
+    pub picker: Option<PickerProcess>,
     dir: tempfile::TempDir,
 }
 
@@ -267,8 +274,18 @@ impl Stack {
             epoch: None,
             agent: None,
             more_replicas: Vec::new(),
+            picker: None,
             dir,
         };
+        if spec.ext_proc {
+            std::fs::write(stack.path("token"), TOKEN).expect("write the token");
+            std::fs::write(
+                stack.path("infergate.yaml"),
+                serde_yaml_ng::to_string(&stack.config).expect("config to YAML"),
+            )
+            .expect("write infergate.yaml");
+            stack.picker = Some(PickerProcess::start(stack.dir.path(), &stack.client).await);
+        }
         stack.write_files(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
         stack.epoch = spec.hot_restart.then_some(0);
         stack.start_envoy(spec.envoy_concurrency).await;
@@ -291,7 +308,12 @@ impl Stack {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
-        let options = RenderOptions { upstream_policy, access_log, ..artifacts::render_options() };
+        let options = RenderOptions {
+            upstream_policy,
+            access_log,
+            ext_proc: self.picker.as_ref().map(|p| p.grpc),
+            ..artifacts::render_options()
+        };
         let bootstrap = match writer {
             Some(writer) => (writer.0)(&self.config),
             None => render_bootstrap_yaml(&self.config, &options).expect("render the bootstrap"),
@@ -395,7 +417,7 @@ impl Stack {
     /// Starts the agent with these config arguments (and the stack's token and
     /// listener) and waits for its first accepted push.
     pub async fn start_agent_with(&mut self, config_args: &[&std::ffi::OsStr], env: &[(&str, &str)]) {
-        let before = self.stat("infergate.control.accepted").await.unwrap_or(0);
+        let before = self.accepted_pushes().await;
         let child = Command::new(artifacts::metrics_agent())
             .arg("run")
             .args(config_args)
@@ -412,14 +434,30 @@ impl Stack {
             .expect("start metrics-agent");
         self.agent = Some(child);
         self.wait_until("the agent's first accepted snapshot", Duration::from_secs(15), || async {
-            self.stat("infergate.control.accepted").await.unwrap_or(0) > before
+            self.accepted_pushes().await > before
         })
         .await;
     }
 
-    /// `--control` for every replica when there are several; none (the config's
-    /// control listener) with one.
+    /// Snapshot pushes the gateway (or its picker) adopted.
+    async fn accepted_pushes(&self) -> u64 {
+        match &self.picker {
+            Some(picker) => picker.metric(&self.client, "infergate_epp_snapshots_accepted_total").await.unwrap_or(0),
+            None => self.stat("infergate.control.accepted").await.unwrap_or(0),
+        }
+    }
+
+    /// A metric of the picker's `/metrics` (with `ext_proc`), by its exposed name.
+    pub async fn picker_metric(&self, name: &str) -> Option<u64> {
+        self.picker.as_ref()?.metric(&self.client, name).await
+    }
+
+    /// `--control` for every replica when there are several, or for the picker; none
+    /// (the config's control listener) with one gateway that runs the filter.
     fn replica_controls(&self) -> Vec<String> {
+        if let Some(picker) = &self.picker {
+            return vec!["--control".to_string(), picker.control_url.clone()];
+        }
         if self.more_replicas.is_empty() {
             return Vec::new();
         }
@@ -644,7 +682,7 @@ impl Stack {
 
     fn dump_logs(&self) {
         let replicas = (1..=self.more_replicas.len()).map(|i| format!("envoy-{i}.log"));
-        let names = ["envoy.log", "envoy.out", "agent.log"].map(String::from).into_iter().chain(replicas);
+        let names = ["envoy.log", "envoy.out", "agent.log", "picker.log"].map(String::from).into_iter().chain(replicas);
         for name in names {
             if let Ok(text) = std::fs::read_to_string(self.path(&name)) {
                 let tail: Vec<&str> = text.lines().rev().take(40).collect();

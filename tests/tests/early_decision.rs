@@ -5,9 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use infergate_e2e::upload::Upload;
 use infergate_e2e::{Stack, StackSpec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Hashing reads the first 8 KiB of a prompt here (128 blocks of 64 bytes), so that a
 /// body three times as long fits the simulated engine's 8,192-token context.
@@ -23,39 +22,6 @@ fn spec(early_decision: bool) -> StackSpec {
 fn long_body(seed: &str, tail: &str) -> Vec<u8> {
     let prompt = format!("{seed} ").repeat(28 * 1024 / (seed.len() + 1));
     format!(r#"{{"model":"m","max_tokens":1,"messages":[{{"role":"user","content":"{prompt}"}}]{tail}}}"#).into_bytes()
-}
-
-/// A raw HTTP/1.1 upload whose body is sent in two parts, with a pause between them.
-struct Upload {
-    socket: TcpStream,
-    rest: Vec<u8>,
-}
-
-impl Upload {
-    /// Sends the request head and the body's first `first` bytes.
-    async fn start(stack: &Stack, body: &[u8], first: usize) -> Self {
-        let address = stack.config.gateway.listen;
-        let mut socket = TcpStream::connect(address).await.expect("the gateway accepts");
-        let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        );
-        socket.write_all(head.as_bytes()).await.expect("head sent");
-        socket.write_all(&body[..first]).await.expect("first part sent");
-        socket.flush().await.expect("flushed");
-        Self { socket, rest: body[first..].to_vec() }
-    }
-
-    /// Sends the rest and reads the whole answer: status line and body.
-    async fn finish(mut self) -> (u16, String) {
-        // The gateway may have answered already and closed: a failed write is its answer.
-        let _ = self.socket.write_all(&self.rest).await;
-        let mut answer = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.socket.read_to_end(&mut answer)).await;
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        (status, text)
-    }
 }
 
 async fn stat(stack: &Stack, name: &str) -> u64 {
@@ -89,7 +55,7 @@ async fn early_decision_in_real_envoy() {
     // Routed while the client still holds back the last 14 KiB; the rest streams on
     // and the pod answers the complete request.
     let body = long_body("early", "");
-    let upload = Upload::start(&stack, &body, FIRST_PART).await;
+    let upload = Upload::start(stack.config.gateway.listen, &body, FIRST_PART).await;
     assert!(
         counter_reaches(&stack, "infergate.requests.routed_early", 1, Duration::from_secs(5)).await,
         "no decision before the body ended"
@@ -104,7 +70,7 @@ async fn early_decision_in_real_envoy() {
     // Invalid after the decision: a second `model` in the part sent last. The gateway
     // answers 400 itself; the pod never gets a complete body.
     let body = long_body("twice", r#","model":"other""#);
-    let upload = Upload::start(&stack, &body, FIRST_PART).await;
+    let upload = Upload::start(stack.config.gateway.listen, &body, FIRST_PART).await;
     assert!(counter_reaches(&stack, "infergate.requests.routed_early", 2, Duration::from_secs(5)).await);
     let (status, answer) = upload.finish().await;
     assert_eq!(status, 400, "{answer}");
@@ -113,20 +79,20 @@ async fn early_decision_in_real_envoy() {
 
     // A JSON error in the rest, then the gateway still serves.
     let body = long_body("broken", ",]");
-    let upload = Upload::start(&stack, &body, FIRST_PART).await;
+    let upload = Upload::start(stack.config.gateway.listen, &body, FIRST_PART).await;
     assert!(counter_reaches(&stack, "infergate.requests.routed_early", 3, Duration::from_secs(5)).await);
     let (status, answer) = upload.finish().await;
     assert_eq!(status, 400, "{answer}");
     assert!(answer.contains("not valid JSON"), "{answer}");
     assert_eq!(stat(&stack, "infergate.requests.early.refused").await, 2);
-    let upload = Upload::start(&stack, &long_body("after", ""), 1024).await;
+    let upload = Upload::start(stack.config.gateway.listen, &long_body("after", ""), 1024).await;
     assert_eq!(upload.finish().await.0, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_early_decision_off_the_decision_waits_for_the_whole_body() {
     let stack = Stack::start(spec(false)).await;
-    let upload = Upload::start(&stack, &long_body("late", ""), FIRST_PART).await;
+    let upload = Upload::start(stack.config.gateway.listen, &long_body("late", ""), FIRST_PART).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(decisions(&stack).await, 0, "decided before the body ended");
     let (status, answer) = upload.finish().await;

@@ -128,11 +128,24 @@ fn cases() -> Vec<Case> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_their_status_and_an_openai_error_and_the_vm_survives() {
+    every_case_answered(false).await;
+}
+
+/// The same table through Envoy's ext_proc and `infergate-epp` instead of the filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_picker_over_ext_proc_answers_every_case_as_the_filter_does() {
+    every_case_answered(true).await;
+}
+
+async fn every_case_answered(ext_proc: bool) {
     // Near-instant pods: the point is the gateway, and a 64 KiB prompt would not fit the
     // tiny simulated KV cache.
-    let stack = Stack::start(StackSpec { max_body_bytes: LIMIT, instant_pods: true, ..StackSpec::default() }).await;
+    let stack =
+        Stack::start(StackSpec { max_body_bytes: LIMIT, instant_pods: true, ext_proc, ..StackSpec::default() }).await;
     let cases = cases();
     assert!(cases.len() >= 40, "{} cases", cases.len());
+    let total = cases.len();
+    let refusals = cases.iter().filter(|c| c.code.is_some()).count();
     for case in cases {
         let mut request = stack
             .client()
@@ -158,11 +171,26 @@ async fn bad_requests_get_their_status_and_an_openai_error_and_the_vm_survives()
             assert_eq!(stack.chat("m", 1).await.status, 200, "after {name}");
         }
     }
+    if ext_proc {
+        // The picker answered them all, not Envoy on its own: every refusal is its
+        // immediate response, and every good request its decision.
+        let rejected = stack.picker_metric("infergate_epp_rejected_total").await;
+        let decisions = stack.picker_metric("infergate_epp_decisions_total").await.unwrap_or(0);
+        assert_eq!(rejected, Some(refusals as u64));
+        assert!(decisions >= 2 * total as u64, "{decisions} decisions for {total} cases");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_paths_are_404_and_a_body_over_the_limit_without_length_is_413() {
-    let stack = Stack::start(StackSpec { max_body_bytes: 64 * 1024, start_agent: false, ..StackSpec::default() }).await;
+    for ext_proc in [false, true] {
+        unknown_path_and_chunked_limit(ext_proc).await;
+    }
+}
+
+async fn unknown_path_and_chunked_limit(ext_proc: bool) {
+    let spec = StackSpec { max_body_bytes: 64 * 1024, start_agent: false, ext_proc, ..StackSpec::default() };
+    let stack = Stack::start(spec).await;
     let reply = stack.post("/v1/unknown", "{}", &[]).await;
     assert_eq!((reply.status, reply.error_code().as_str()), (404, "unknown_url"));
 

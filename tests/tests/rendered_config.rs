@@ -27,6 +27,8 @@ fn the_example_bootstrap_validates_with_the_filter_and_with_each_baseline() {
     for upstream_policy in [UpstreamPolicy::RoundRobin, UpstreamPolicy::LeastRequest, UpstreamPolicy::Random] {
         validate(&RenderOptions { upstream_policy, ..RenderOptions::new(wasm.clone()) });
     }
+    // With infergate-epp over ext_proc instead of the filter.
+    validate(&RenderOptions::ext_proc("127.0.0.1:9002".parse().unwrap()));
 }
 
 #[test]

@@ -65,6 +65,11 @@ struct Args {
     /// Do not write an access log line per request (Envoy only).
     #[arg(long)]
     no_access_log: bool,
+    /// Route through `infergate-epp` listening (gRPC) at this address, with Envoy's
+    /// ext_proc filter, instead of loading the filter (Envoy only; no --wasm needed).
+    /// Point the agent's --control at the picker's control address.
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "wasm")]
+    ext_proc: Option<std::net::SocketAddr>,
 
     /// Kubernetes: the Gateway that carries the OpenAI endpoint, as NAMESPACE/NAME.
     #[arg(long, default_value = "infergate-system/infergate", help_heading = "Kubernetes")]
@@ -132,15 +137,20 @@ fn main() -> ExitCode {
 }
 
 fn render_options(args: &Args) -> Result<RenderOptions, String> {
-    let wasm = args.wasm.clone().ok_or("--wasm is required: Envoy loads the filter from that path")?;
-    let wasm = std::path::absolute(&wasm).unwrap_or(wasm);
+    let base = match args.ext_proc {
+        Some(picker) => RenderOptions::ext_proc(picker),
+        None => {
+            let wasm = args.wasm.clone().ok_or("--wasm is required: Envoy loads the filter from that path")?;
+            RenderOptions::new(std::path::absolute(&wasm).unwrap_or(wasm))
+        }
+    };
     Ok(RenderOptions {
         runtime: args.runtime,
         token_env: args.token_env.clone(),
         upstream_policy: args.upstream_policy,
         explain: args.explain,
         access_log: !args.no_access_log,
-        ..RenderOptions::new(wasm)
+        ..base
     })
 }
 

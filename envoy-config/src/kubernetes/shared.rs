@@ -172,6 +172,7 @@ pub(crate) fn remote_options(options: &KubernetesOptions) -> RenderOptions {
         upstream_policy: UpstreamPolicy::Infergate,
         explain: false,
         access_log: false,
+        ext_proc: None,
     }
 }
 
