@@ -201,7 +201,7 @@ SOAK_MINUTES ?= 30
 # Load at 70% of the fleet's measured capacity through Envoy with the agent; memory
 # sampled every 30 s; fails on any error or on memory growth of 5% after warm-up.
 soak: setup wasm ## 30 minutes (SOAK_MINUTES) at 70% of the simulated fleet's capacity: errors and memory (make test runs 2)
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/soak --minutes $(SOAK_MINUTES) --out bench/results/soak
 
 FUZZ_SECONDS ?= 300
@@ -219,17 +219,17 @@ chaos: setup wasm build ## the fault tests with 1,000 requests through a pod kil
 # Results go to bench/results/<date>-<suite>/ (JSON, results.md, charts). Part 2 runs
 # real Envoy with the filter and the release agent, so those are built first.
 bench: envoy wasm ## the discrete-event benchmark, quick suite (minutes): every policy on every workload
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/infergate-bench --suite quick
 
 bench-full: envoy wasm ## the same with the full sweeps
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/infergate-bench --suite full
 
 # The agent at 100, 250, 500 and 1,000 simulated pods scraped every 100 ms, with real
 # Envoy: CPU per pod, memory, snapshot size, metric change to routing latency.
 bench-agent: setup wasm ## the metrics agent at 100 to 1,000 pods: CPU, memory, change-to-routing latency
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/agent_scale --out bench/results/agent-scale
 
 # Tier 2 in the discrete-event simulator: infergate's global router against round robin
@@ -242,10 +242,11 @@ bench-global: build ## tier 2: global router vs round robin across clusters vs n
 bench-flow: ## flow control: tenants and priorities through a minute of overload, four gateway queues
 	cargo run --release --locked -p infergate-bench --bin flow -- --out bench/results/flow
 
-# Plain Envoy against Envoy with the filter, near-instant pods, 1 KiB to 1 MiB bodies at
-# concurrency 1, 32 and 150; then the criterion micro-benchmarks of the hot path.
-bench-datapath: setup wasm ## what the filter adds per request, against plain Envoy; micro-benchmarks
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+# Plain Envoy, Envoy with the filter and Envoy calling infergate-epp over ext_proc,
+# near-instant pods, 1 KiB to 1 MiB bodies at concurrency 1, 32 and 150, paced uploads;
+# then the criterion micro-benchmarks of the hot path.
+bench-datapath: setup wasm ## plain Envoy, the filter and infergate-epp over ext_proc, per request; micro-benchmarks
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/datapath --out bench/results/datapath
 	cargo bench --locked -p infergate-bench --bench hot_path
 
@@ -258,7 +259,7 @@ inference-perf: ## install inference-perf 0.7.0 (Python >= 3.12) for make bench-
 # to 2 model-sim pods shaped like them, with infergate, round_robin and least_request,
 # fresh pods per policy (about 20 minutes). ENGINES_ARGS passes options (see --help).
 bench-engines: setup wasm vllm inference-perf ## real vLLM and model-sim under inference-perf: infergate vs round_robin vs least_request
-	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/engines --out bench/results/engines $(ENGINES_ARGS)
 
 clean: ## remove target/, $(VENV) and .run (cargo clean)

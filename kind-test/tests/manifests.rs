@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use infergate_core::config::InfergateConfig;
-use infergate_envoy_config::kubernetes::{GatewayRef, KubernetesOptions, WasmSource, envoy_gateway, istio};
+use infergate_envoy_config::kubernetes::{
+    GatewayRef, KubernetesOptions, WasmSource, envoy_gateway, inference_pool, istio,
+};
 use infergate_kind_test::crd_schemas::CrdCatalog;
 use infergate_kind_test::{core_kinds, manifests, workspace_root};
 use serde_json::{Value, json};
@@ -105,6 +107,26 @@ fn the_rendered_envoy_gateway_and_istio_manifests_validate() {
     let overlay = documents.iter().find(|d| d["kind"] == "ConfigMap").unwrap()["data"]["deployment"].as_str().unwrap();
     let overlay: Value = serde_yaml_ng::from_str(overlay).unwrap();
     assert_eq!(overlay["spec"]["template"]["spec"]["containers"][0]["name"], "istio-proxy");
+}
+
+#[test]
+fn the_rendered_inference_pool_deployment_validates_against_the_inference_extensions_crds() {
+    // kind-test/crds holds the Inference Extension's InferencePool v1 CRD as it ships it.
+    let catalog = catalog();
+    assert!(catalog.knows("inference.networking.k8s.io/v1", "InferencePool"));
+    let documents =
+        inference_pool::render(&kind_config(), &options(None, "infergate-demo"), "infergate/epp:0.1.0").unwrap();
+    let kinds: Vec<&str> = documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ConfigMap", "Deployment", "Service", "InferencePool", "HTTPRoute"]);
+    assert_all_valid(&catalog, "InferencePool render", &documents);
+    let pool = &documents[3]["spec"];
+    assert_eq!(pool["endpointPickerRef"]["name"], inference_pool::PICKER);
+    assert_eq!(pool["endpointPickerRef"]["port"]["number"], inference_pool::PICKER_GRPC_PORT);
+    let route = &documents[4]["spec"]["rules"];
+    assert_eq!(route[0]["backendRefs"][0]["kind"], "InferencePool");
+    // The picker reads the same config the agent would, from its ConfigMap.
+    let text = documents[0]["data"]["infergate.yaml"].as_str().unwrap();
+    assert_eq!(InfergateConfig::from_yaml_str(text, "the picker's ConfigMap").unwrap(), kind_config());
 }
 
 #[test]

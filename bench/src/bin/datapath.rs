@@ -1,4 +1,5 @@
-//! `datapath`: plain Envoy (A) against Envoy with the infergate filter (B), near-instant
+//! `datapath`: plain Envoy (A), Envoy with the infergate filter (B) and Envoy calling
+//! infergate-epp over ext_proc (C), near-instant
 //! pods, every body size and concurrency; prints Markdown tables and writes them to
 //! bench/results/datapath/results.md.
 
@@ -30,7 +31,11 @@ struct Args {
     /// time, timed from their last byte to the answer's first; 0 skips them.
     #[arg(long, default_value_t = 40)]
     paced_requests: u64,
-    /// Whether B routes before the body ends (`gateway.early_decision`).
+    /// Pin every Envoy to CPU 0, and the picker and this process (the load generator
+    /// and the pods) to CPU 1, so that the gateways do not compete with the load.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pin: bool,
+    /// Whether B and C route before the body ends (`gateway.early_decision`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     early_decision: bool,
     /// B's `routing.prefix.max_blocks` (64-byte blocks hashed per prompt).
@@ -54,13 +59,21 @@ fn main() -> ExitCode {
     let report = runtime.block_on(async {
         let options = Options { early_decision: args.early_decision, prefix_max_blocks: args.prefix_max_blocks };
         let gateways = Gateways::start(options).await;
+        let pinned = if args.pin {
+            match gateways.pin(0, 1).and_then(|()| datapath::pin_process(std::process::id(), 1)) {
+                Ok(()) => "Envoys on CPU 0; the picker, the load generator and the pods on CPU 1".to_string(),
+                Err(err) => format!("not pinned: {err}"),
+            }
+        } else {
+            "not pinned".to_string()
+        };
         let decodes_before = gateways.infergate.stat("infergate.snapshot.decodes").await.unwrap_or(0);
         let since = Instant::now();
         let mut cells = Vec::new();
         let duration = Duration::from_secs_f64(args.seconds);
         for &body in &bodies {
             for &concurrency in &concurrencies {
-                for (name, stack) in [("A", &gateways.plain), ("B", &gateways.infergate)] {
+                for (name, stack) in gateways.each() {
                     let cell = datapath::measure(stack, name, body, concurrency, duration).await;
                     eprintln!("{cell:?}");
                     cells.push(cell);
@@ -70,7 +83,7 @@ fn main() -> ExitCode {
         let pace = Pace { piece: 64 * 1024, pause: Duration::from_millis(2) };
         let mut paced = Vec::new();
         for &body in bodies.iter().filter(|_| args.paced_requests > 0) {
-            for (name, stack) in [("A", &gateways.plain), ("B", &gateways.infergate)] {
+            for (name, stack) in gateways.each() {
                 let cell = datapath::paced::measure(stack, name, body, pace, args.paced_requests).await;
                 eprintln!("{cell:?}");
                 paced.push(cell);
@@ -79,7 +92,7 @@ fn main() -> ExitCode {
         let footprint = datapath::footprint(&gateways, decodes_before, since).await;
         let paced = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
         format!(
-            "{}\n{paced}\n- B routes before the body ends: {}; hashes up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            "{}\n{paced}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
             args.early_decision,
             args.prefix_max_blocks,

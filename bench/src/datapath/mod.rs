@@ -1,9 +1,11 @@
-//! Data-path cost: what the in-proxy decision adds to a request. Two real Envoys
-//! (`--concurrency 2`) in front of the same 8 near-instant pods: A routes round-robin
-//! with no filter; B runs the infergate filter with a live snapshot from the real
-//! agent. A closed-loop load generator (C concurrent connections, each sending the
-//! next request when the last answer is read) measures both, alternating A and B cell
-//! by cell, for each body size and concurrency.
+//! Data-path cost: what the routing decision adds to a request, in the proxy and out of
+//! it. Three real Envoys (`--concurrency 2`) in front of the same 8 near-instant pods:
+//! A routes round-robin with no filter; B runs the infergate filter; C calls
+//! `infergate-epp` over ext_proc (the endpoint picker protocol), the same router code
+//! in a native process. B and C get live snapshots from the real agent. A closed-loop
+//! load generator (N concurrent connections, each sending the next request when the
+//! last answer is read) measures each in turn, cell by cell, for each body size and
+//! concurrency. A gateway's CPU is its Envoy's plus, for C, the picker's.
 
 pub mod paced;
 
@@ -34,11 +36,21 @@ pub struct Cell {
     pub p999_us: u64,
     /// Envoy CPU time per request, microseconds.
     pub envoy_cpu_us: f64,
+    /// The picker's CPU time per request (C only), microseconds.
+    pub picker_cpu_us: f64,
+}
+
+impl Cell {
+    /// The whole gateway's CPU per request: Envoy's and the picker's.
+    pub fn gateway_cpu_us(&self) -> f64 {
+        self.envoy_cpu_us + self.picker_cpu_us
+    }
 }
 
 pub struct Gateways {
     pub plain: Stack,
     pub infergate: Stack,
+    pub picker: Stack,
 }
 
 /// How B is configured beside its defaults.
@@ -50,10 +62,11 @@ pub struct Options {
     pub prefix_max_blocks: u32,
 }
 
-fn spec(policy: UpstreamPolicy, options: Options) -> StackSpec {
+fn spec(policy: UpstreamPolicy, options: Options, ext_proc: bool) -> StackSpec {
     let mut routing = infergate_core::config::RoutingSettings::default();
     routing.prefix.max_blocks = options.prefix_max_blocks;
     StackSpec {
+        ext_proc,
         early_decision: options.early_decision,
         routing,
         pools: vec![("fleet", PODS)],
@@ -69,10 +82,37 @@ fn spec(policy: UpstreamPolicy, options: Options) -> StackSpec {
 impl Gateways {
     pub async fn start(options: Options) -> Self {
         Self {
-            plain: Stack::start(spec(UpstreamPolicy::RoundRobin, options)).await,
-            infergate: Stack::start(spec(UpstreamPolicy::Infergate, options)).await,
+            plain: Stack::start(spec(UpstreamPolicy::RoundRobin, options, false)).await,
+            infergate: Stack::start(spec(UpstreamPolicy::Infergate, options, false)).await,
+            picker: Stack::start(spec(UpstreamPolicy::Infergate, options, true)).await,
         }
     }
+
+    /// The three gateways by their letters.
+    pub fn each(&self) -> [(&'static str, &Stack); 3] {
+        [("A", &self.plain), ("B", &self.infergate), ("C", &self.picker)]
+    }
+
+    /// Pins every Envoy to `envoy_cpu` and the picker to `picker_cpu` (all threads),
+    /// so that the ratios are not the load generator's; the caller pins itself.
+    pub fn pin(&self, envoy_cpu: usize, picker_cpu: usize) -> Result<(), String> {
+        let mut pins: Vec<(u32, usize)> =
+            self.each().iter().filter_map(|(_, stack)| stack.envoy_pid()).map(|pid| (pid, envoy_cpu)).collect();
+        if let Some(picker) = &self.picker.picker {
+            pins.push((picker.pid(), picker_cpu));
+        }
+        pins.into_iter().try_for_each(|(pid, cpu)| pin_process(pid, cpu))
+    }
+}
+
+/// `taskset -a -pc CPU PID`: every thread of the process on one CPU.
+pub fn pin_process(pid: u32, cpu: usize) -> Result<(), String> {
+    let status = std::process::Command::new("taskset")
+        .args(["-a", "-pc", &cpu.to_string(), &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run taskset: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("taskset failed for pid {pid}")) }
 }
 
 /// A chat body of about `size` bytes whose prompt starts with a number unique to the
@@ -152,13 +192,17 @@ pub async fn measure(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = stack.envoy_pid().unwrap_or(0);
+    let picker_pid = stack.picker.as_ref().map(|p| p.pid());
+    let picker_cpu = || picker_pid.and_then(cpu_seconds).unwrap_or(0.0);
     let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    let picker_before = picker_cpu();
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     tokio::time::sleep(duration).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    let picker_cpu = picker_cpu() - picker_before;
     stop.store(true, Ordering::Relaxed);
     let mut all = latency_histogram();
     let mut errors = 0;
@@ -180,6 +224,7 @@ pub async fn measure(
         p99_us: all.value_at_quantile(0.99),
         p999_us: all.value_at_quantile(0.999),
         envoy_cpu_us: if requests > 0 { cpu / requests as f64 * 1e6 } else { f64::NAN },
+        picker_cpu_us: if requests > 0 { picker_cpu / requests as f64 * 1e6 } else { f64::NAN },
     }
 }
 
@@ -218,35 +263,40 @@ pub async fn footprint(gateways: &Gateways, decodes_before: u64, since: Instant)
     }
 }
 
+/// The three gateways side by side: rates, latencies and what B and C add to A, and
+/// each one's CPU per request (C's: Envoy's and the picker's).
 pub fn markdown(cells: &[Cell]) -> String {
     let mut out = String::from(
-        "| body | conc. | A rps | B rps | B/A rps | A p50 (µs) | B p50 (µs) | added p50 (µs) | A p99 (µs) | B p99 (µs) | added p99 (µs) | A p99.9 (µs) | B p99.9 (µs) | A CPU/req (µs) | B CPU/req (µs) | errors A/B |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| body | conc. | A rps | B rps | C rps | A p50 (µs) | added p50 B / C (µs) | A p99 (µs) | added p99 B / C (µs) | A CPU/req (µs) | B CPU/req (µs) | C CPU/req: Envoy + picker (µs) | B ÷ C CPU | errors A/B/C |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for a in cells.iter().filter(|c| c.config == "A") {
-        let Some(b) =
-            cells.iter().find(|c| c.config == "B" && c.body_bytes == a.body_bytes && c.concurrency == a.concurrency)
-        else {
-            continue;
+        let find = |config: &str| {
+            cells.iter().find(|c| c.config == config && c.body_bytes == a.body_bytes && c.concurrency == a.concurrency)
         };
+        let (Some(b), Some(c)) = (find("B"), find("C")) else { continue };
+        let added = |x: u64, base: u64| x as i64 - base as i64;
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} / {} | {} | {} / {} | {:.0} | {:.0} | {:.0} + {:.0} = {:.0} | {:.2} | {}/{}/{} |\n",
             size_label(a.body_bytes),
             a.concurrency,
             a.rps,
             b.rps,
-            b.rps / a.rps,
+            c.rps,
             a.p50_us,
-            b.p50_us,
-            b.p50_us as i64 - a.p50_us as i64,
+            added(b.p50_us, a.p50_us),
+            added(c.p50_us, a.p50_us),
             a.p99_us,
-            b.p99_us,
-            b.p99_us as i64 - a.p99_us as i64,
-            a.p999_us,
-            b.p999_us,
-            a.envoy_cpu_us,
-            b.envoy_cpu_us,
+            added(b.p99_us, a.p99_us),
+            added(c.p99_us, a.p99_us),
+            a.gateway_cpu_us(),
+            b.gateway_cpu_us(),
+            c.envoy_cpu_us,
+            c.picker_cpu_us,
+            c.gateway_cpu_us(),
+            b.gateway_cpu_us() / c.gateway_cpu_us(),
             a.errors,
-            b.errors
+            b.errors,
+            c.errors
         ));
     }
     out

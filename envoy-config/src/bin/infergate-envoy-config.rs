@@ -24,6 +24,10 @@ enum Target {
     EnvoyGateway,
     /// Services, an HTTPRoute and an Istio EnvoyFilter, for a Gateway of class istio.
     Istio,
+    /// The InferencePool-native deployment, for any gateway that implements the
+    /// Inference Extension: infergate-epp as the endpoint picker, an InferencePool per
+    /// pool, and an HTTPRoute to them. No Wasm.
+    InferencePool,
     /// Tier 2: the global router's bootstrap, from an infergate-global.yaml.
     Global,
 }
@@ -98,6 +102,9 @@ struct Args {
     /// Envoy Gateway: load the router from this OCI image instead of --wasm-url.
     #[arg(long, help_heading = "Kubernetes")]
     wasm_image: Option<String>,
+    /// InferencePool: the infergate-epp container image (deploy/docker/epp.Dockerfile).
+    #[arg(long, default_value = "infergate/epp:0.1.0", help_heading = "Kubernetes")]
+    epp_image: String,
     /// Kubernetes: the Secret, in the gateway pods' namespace, whose `token` key is the
     /// control token.
     #[arg(long, default_value = "infergate-control-token", help_heading = "Kubernetes")]
@@ -110,6 +117,7 @@ fn main() -> ExitCode {
         Target::Global => global_bootstrap(&args),
         target => match InfergateConfig::from_yaml_file(&args.config) {
             Ok(config) if target == Target::Envoy => envoy_bootstrap(&args, &config),
+            Ok(config) if target == Target::InferencePool => inference_pool_manifests(&args, &config),
             Ok(config) => kubernetes_manifests(&args, &config),
             Err(err) => Err(err.to_string()),
         },
@@ -163,9 +171,44 @@ fn global_bootstrap(args: &Args) -> Result<String, String> {
     render_global_bootstrap_yaml(&config, &render_options(args)?).map_err(|e| format!("cannot render: {e}"))
 }
 
-fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+/// The options every Kubernetes target shares, with where the module comes from.
+fn kubernetes_options(args: &Args, config: &InfergateConfig, wasm: WasmSource) -> Result<KubernetesOptions, String> {
     let (gateway_namespace, gateway_name) =
         args.gateway.split_once('/').ok_or_else(|| format!("--gateway {:?}: expected NAMESPACE/NAME", args.gateway))?;
+    let gateway = GatewayRef {
+        namespace: gateway_namespace.to_string(),
+        name: gateway_name.to_string(),
+        listener: args.gateway_listener.clone(),
+        port: args.gateway_port,
+        pods_namespace: match (&args.gateway_pods_namespace, args.target) {
+            (Some(namespace), _) => namespace.clone(),
+            (None, Target::Istio | Target::InferencePool) => gateway_namespace.to_string(),
+            (None, _) => "envoy-gateway-system".to_string(),
+        },
+    };
+    let mut options = KubernetesOptions::new(gateway, wasm);
+    options.namespace = match &args.namespace {
+        Some(namespace) => namespace.clone(),
+        None => pools_namespace(config).unwrap_or_else(|| options.gateway.namespace.clone()),
+    };
+    options.runtime = args.runtime;
+    options.token_env = args.token_env.clone();
+    options.token_secret = args.token_secret.clone();
+    Ok(options)
+}
+
+fn inference_pool_manifests(args: &Args, config: &InfergateConfig) -> Result<String, String> {
+    // The gateway loads no module: the picker is a container.
+    let no_wasm = WasmSource { url: String::new(), sha256: String::new(), image: None };
+    let options = kubernetes_options(args, config, no_wasm)?;
+    let documents = kubernetes::inference_pool::render(config, &options, &args.epp_image).map_err(|e| e.to_string())?;
+    kubernetes::to_yaml_documents(
+        "Rendered by infergate-envoy-config --target inference-pool from infergate.yaml; edit that file, not this one.",
+        &documents,
+    )
+}
+
+fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String, String> {
     let url = args.wasm_url.clone().ok_or("--wasm-url is required: the gateway fetches the module from it")?;
     let sha256 = match (&args.wasm_sha256, &args.wasm) {
         (Some(sha256), _) => sha256.clone(),
@@ -175,25 +218,7 @@ fn kubernetes_manifests(args: &Args, config: &InfergateConfig) -> Result<String,
         }
         (None, None) => return Err("pass --wasm-sha256, or --wasm to compute it".to_string()),
     };
-    let gateway = GatewayRef {
-        namespace: gateway_namespace.to_string(),
-        name: gateway_name.to_string(),
-        listener: args.gateway_listener.clone(),
-        port: args.gateway_port,
-        pods_namespace: match (&args.gateway_pods_namespace, args.target) {
-            (Some(namespace), _) => namespace.clone(),
-            (None, Target::Istio) => gateway_namespace.to_string(),
-            (None, _) => "envoy-gateway-system".to_string(),
-        },
-    };
-    let mut options = KubernetesOptions::new(gateway, WasmSource { url, sha256, image: args.wasm_image.clone() });
-    options.namespace = match &args.namespace {
-        Some(namespace) => namespace.clone(),
-        None => pools_namespace(config).unwrap_or_else(|| options.gateway.namespace.clone()),
-    };
-    options.runtime = args.runtime;
-    options.token_env = args.token_env.clone();
-    options.token_secret = args.token_secret.clone();
+    let options = kubernetes_options(args, config, WasmSource { url, sha256, image: args.wasm_image.clone() })?;
     let (documents, platform) = match args.target {
         Target::Istio => (kubernetes::istio::render(config, &options), "Istio"),
         _ => (kubernetes::envoy_gateway::render(config, &options), "Envoy Gateway"),

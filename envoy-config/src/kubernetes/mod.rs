@@ -3,6 +3,7 @@
 //! HTTPRoute, the control listener, the singleton, the module's source cluster).
 
 pub mod envoy_gateway;
+pub mod inference_pool;
 pub mod istio;
 mod shared;
 
