@@ -50,9 +50,14 @@ impl Fleet {
 /// filter do their full work on every scrape and request.
 const IDLE_VLLM_METRICS: &str = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 0.0\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 0.0\n# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.0\n";
 
+/// The request header that makes an instant pod wait before it answers, milliseconds.
+pub const HOLD_HEADER: &str = "x-bench-hold-ms";
+
 impl Fleet {
     /// Pods that read the whole request body and answer at once with a small
-    /// completion, for measuring the gateway's own cost without an engine's.
+    /// completion, for measuring the gateway's own cost without an engine's. A request
+    /// with [`HOLD_HEADER`] is answered after that many milliseconds instead (at most a
+    /// minute), to hold many streams open at once.
     pub async fn start_instant(count: usize) -> Self {
         let stop = Arc::new(Notify::new());
         let mut pods = Vec::new();
@@ -62,9 +67,17 @@ impl Fleet {
             let served_by = address.to_string();
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(|| async { IDLE_VLLM_METRICS }))
-                .fallback(move |body: axum::body::Bytes| {
+                .fallback(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                     let served_by = served_by.clone();
+                    let hold_ms = headers
+                        .get(HOLD_HEADER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map_or(0, |ms| ms.min(60_000));
                     async move {
+                        if hold_ms > 0 {
+                            tokio::time::sleep(std::time::Duration::from_millis(hold_ms)).await;
+                        }
                         let reply = format!(
                             "{{\"id\":\"cmpl-1\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"ok\"}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":1}}}}",
                             body.len() / 4

@@ -31,6 +31,13 @@ struct Args {
     /// time, timed from their last byte to the answer's first; 0 skips them.
     #[arg(long, default_value_t = 40)]
     paced_requests: u64,
+    /// Concurrent stream counts to ramp through, each gateway in turn (comma-separated;
+    /// 0 skips the ramp).
+    #[arg(long, value_delimiter = ',', default_values_t = [500, 1000, 2000])]
+    streams: Vec<usize>,
+    /// How long the pods hold each answer during the ramp, milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    hold_ms: u64,
     /// Pin every Envoy to CPU 0, and the picker and this process (the load generator
     /// and the pods) to CPU 1, so that the gateways do not compete with the load.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -89,10 +96,20 @@ fn main() -> ExitCode {
                 paced.push(cell);
             }
         }
+        let hold = Duration::from_millis(args.hold_ms);
+        let mut ramp = Vec::new();
+        for &streams in args.streams.iter().filter(|&&n| n > 0) {
+            for (name, stack) in gateways.each() {
+                let cell = datapath::streams::measure(stack, name, streams, hold).await;
+                eprintln!("{cell:?}");
+                ramp.push(cell);
+            }
+        }
+        let ramp = if ramp.is_empty() { String::new() } else { datapath::streams::markdown(&ramp, hold) };
         let footprint = datapath::footprint(&gateways, decodes_before, since).await;
         let paced = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
         format!(
-            "{}\n{paced}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            "{}\n{paced}\n{ramp}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
             args.early_decision,
             args.prefix_max_blocks,

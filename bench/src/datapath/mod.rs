@@ -8,6 +8,7 @@
 //! concurrency. A gateway's CPU is its Envoy's plus, for C, the picker's.
 
 pub mod paced;
+pub mod streams;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
