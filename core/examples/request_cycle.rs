@@ -33,7 +33,7 @@ fn main() {
         std::hint::black_box(parsed);
         // The filter's path: Envoy hands the body over in chunks of up to 16 KiB.
         let t0 = Instant::now();
-        let mut scanner = RequestScanner::new(64 * 256);
+        let mut scanner = RequestScanner::new(router.config().settings.prefix.hashed_bytes());
         body.chunks(16 * 1024).for_each(|chunk| scanner.feed(chunk));
         let ScanOutcome::Read(Ok(request)) = scanner.finish() else { return };
         let t1 = Instant::now();
