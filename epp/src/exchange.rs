@@ -116,6 +116,10 @@ impl Exchange {
     fn refuse(&mut self, error: &ApiError) -> Vec<ProcessingResponse> {
         self.picker.stats.rejected.inc();
         self.phase = Phase::Done;
+        // Refused after its decision: the pod will not answer it; release it now.
+        if let Some(routed) = self.routed.take() {
+            self.picker.finish(routed);
+        }
         vec![replies::error(error)]
     }
 

@@ -76,7 +76,29 @@ async fn the_picker_routes_on_the_agents_snapshots_through_ext_proc() {
         .await;
     let (status, answer) = upload.finish().await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(stack.picker_metric("infergate_epp_streams_open").await, Some(0), "every stream released");
+
+    // Found invalid after the decision (a second `model` in the unsent part): the
+    // picker's immediate 400 reaches the client, and the pod never answers.
+    let twice =
+        format!(r#"{{"model":"m","max_tokens":1,"messages":[{{"role":"user","content":"{prompt}"}}],"model":"x"}}"#);
+    let upload = Upload::start(stack.config.gateway.listen, twice.as_bytes(), 14 * 1024).await;
+    stack
+        .wait_until("the second early decision", Duration::from_secs(5), || async {
+            stack.picker_metric("infergate_epp_routed_early_total").await.unwrap_or(0) >= 2
+        })
+        .await;
+    let (status, answer) = upload.finish().await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("duplicate field `model`"), "{answer}");
+    assert!(!answer.contains("x-infergate-served-by"), "a pod answered: {answer}");
+    assert_eq!(stack.picker_metric("infergate_epp_early_refused_total").await, Some(1));
+    assert_eq!(stack.chat("m", 1).await.status, 200, "the gateway still serves");
+    // Envoy closes each ext_proc stream once its request is over.
+    stack
+        .wait_until("every ext_proc stream to close", Duration::from_secs(3), || async {
+            stack.picker_metric("infergate_epp_streams_open").await == Some(0)
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
