@@ -116,7 +116,7 @@ pub fn model_list(body: Vec<u8>) -> ProcessingResponse {
 }
 
 /// A response body chunk, if the proxy sends them, passed on unchanged.
-pub fn response_body_unchanged(_body: envoy_types::pb::envoy::service::ext_proc::v3::HttpBody) -> ProcessingResponse {
+pub fn response_body_unchanged() -> ProcessingResponse {
     ProcessingResponse {
         response: Some(Response::ResponseBody(BodyResponse { response: Some(CommonResponse::default()) })),
         ..Default::default()

@@ -277,16 +277,11 @@ impl Stack {
             picker: None,
             dir,
         };
+        stack.write_config();
         if spec.ext_proc {
-            std::fs::write(stack.path("token"), TOKEN).expect("write the token");
-            std::fs::write(
-                stack.path("infergate.yaml"),
-                serde_yaml_ng::to_string(&stack.config).expect("config to YAML"),
-            )
-            .expect("write infergate.yaml");
             stack.picker = Some(PickerProcess::start(stack.dir.path(), &stack.client).await);
         }
-        stack.write_files(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
+        stack.write_bootstrap(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
         stack.epoch = spec.hot_restart.then_some(0);
         stack.start_envoy(spec.envoy_concurrency).await;
         for index in 1..spec.replicas {
@@ -304,10 +299,15 @@ impl Stack {
         self.dir.path().join(name)
     }
 
-    fn write_files(&self, upstream_policy: UpstreamPolicy, access_log: bool, writer: Option<&BootstrapWriter>) {
+    /// The stack's `infergate.yaml` and token, read by the agent and the picker.
+    fn write_config(&self) {
         let yaml = serde_yaml_ng::to_string(&self.config).expect("config to YAML");
         std::fs::write(self.path("infergate.yaml"), yaml).expect("write infergate.yaml");
         std::fs::write(self.path("token"), TOKEN).expect("write the token");
+    }
+
+    /// Envoy's bootstrap, for the filter, a baseline or the picker.
+    fn write_bootstrap(&self, upstream_policy: UpstreamPolicy, access_log: bool, writer: Option<&BootstrapWriter>) {
         let options = RenderOptions {
             upstream_policy,
             access_log,
