@@ -31,6 +31,10 @@ pub struct ReplicaDigest {
     /// included. 0 in a replica's report, and from an agent older than the field.
     #[serde(default)]
     pub replicas: u32,
+    /// In a snapshot: this replica's place among them, `0..replicas`, stable while the
+    /// set of replicas stays (the agent's push order). 0 in a replica's report.
+    #[serde(default)]
+    pub index: u32,
 }
 
 /// One pod's load as one or several replicas count it.
@@ -63,9 +67,9 @@ impl ReplicaDigest {
         self.records.is_empty() && self.load.is_empty()
     }
 
-    /// The replica count for estimates: at least one.
-    pub fn replica_count(&self) -> f64 {
-        f64::from(self.replicas.max(1))
+    /// This replica's place among the replicas, below their count.
+    pub fn replica_index(&self) -> u32 {
+        self.index.min(self.replicas.saturating_sub(1))
     }
 
     pub fn hash_count(&self) -> usize {
@@ -110,6 +114,7 @@ mod tests {
             records: vec![PrefixRecord { pod: pod(1), hashes: vec![3, 4] }],
             load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }],
             replicas: 3,
+            index: 2,
         };
         assert_eq!(ReplicaDigest::decode(&digest.encode()), Ok(digest));
         assert!(matches!(ReplicaDigest::decode(b"\xc1nope"), Err(DigestError::Decode(_))));

@@ -111,3 +111,52 @@ async fn a_replica_counts_the_other_replicas_requests_in_flight() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_arriving_together_at_different_replicas_start_on_different_pods() {
+    let stack = Stack::start(three_replicas(6)).await;
+    // Every pod reports idle and takes 300 ms per request: within a round the replicas
+    // cannot see each other's requests (the next exchange is up to 200 ms away), so
+    // only their shares of the pods keep them apart.
+    for &pod in &stack.fleet.pods {
+        stack.pin(pod, 0.0, 0.0, 0.05).await;
+        stack.fault(pod, json!({"added_latency_ms": 300})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let gateways = stack.gateway_urls();
+    let send = |gateway: String, prompt: String| {
+        let stack = &stack;
+        async move {
+            let body = chat_body("m", &prompt, 1).to_string();
+            stack.post_at(&gateway, "/v1/chat/completions", body, &[]).await
+        }
+    };
+    for round in 0..5 {
+        let replies = futures::future::join_all(
+            gateways
+                .iter()
+                .enumerate()
+                .map(|(i, gateway)| send(gateway.clone(), format!("round {round}, new topic {i}"))),
+        )
+        .await;
+        let mut served: Vec<String> = replies
+            .iter()
+            .map(|reply| {
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                reply.served_by().map(String::from).unwrap_or_default()
+            })
+            .collect();
+        served.sort();
+        served.dedup();
+        // By chance, three independent picks among six idle pods are all different
+        // 56% of the time: five rounds in a row, 5%.
+        assert_eq!(
+            served.len(),
+            3,
+            "round {round}: {:?}",
+            replies.iter().map(|r| r.header("x-infergate-decision")).collect::<Vec<_>>()
+        );
+        // Let the requests finish and every replica's count of them clear.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+}

@@ -18,7 +18,9 @@ use crate::config::{AdmissionSettings, Criticality, FlowControlSettings, Routing
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
-use crate::scoring::{RequestShape, keep_with_owner, over_threshold, rank_top, ttft_totals, weighted_totals};
+use crate::scoring::{
+    RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals, weighted_totals,
+};
 use crate::snapshot::Snapshot;
 pub use calibration::TtftCalibration;
 pub use chars_per_token::CharsPerToken;
@@ -34,7 +36,9 @@ pub struct Router {
     /// The other gateway replicas' load per pod, from the snapshot.
     peer_load: HashMap<Endpoint, PodLoad>,
     /// Gateway replicas, this one included, from the snapshot.
-    replicas: f64,
+    replicas: u32,
+    /// This replica's place among them (`0..replicas`), from the snapshot.
+    replica_index: u32,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
@@ -55,7 +59,8 @@ impl Router {
             snapshot: None,
             baseline: HashMap::new(),
             peer_load: HashMap::new(),
-            replicas: 1.0,
+            replicas: 1,
+            replica_index: 0,
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
@@ -87,7 +92,8 @@ impl Router {
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         let peers = std::mem::take(&mut snapshot.peers);
         self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
-        self.replicas = peers.replica_count();
+        self.replicas = peers.replicas.max(1);
+        self.replica_index = peers.replica_index();
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -180,7 +186,7 @@ impl Router {
             snapshot: self.snapshot.as_ref(),
             ledger: &*ledger,
             peer_load: &self.peer_load,
-            replicas: self.replicas,
+            replicas: f64::from(self.replicas),
             pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
             prefix: &self.prefix,
@@ -219,6 +225,15 @@ impl Router {
             ScoringMode::PredictedTtft => {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
+                let (replicas, index) = (self.replicas, self.replica_index);
+                prefer_own_share(
+                    candidates,
+                    &tables.breakdowns,
+                    replicas,
+                    index,
+                    &mut tables.shares,
+                    &mut tables.totals,
+                );
             }
             ScoringMode::Weighted => weighted_totals(
                 candidates,
@@ -227,7 +242,6 @@ impl Router {
                 &mut tables.totals,
             ),
         }
-        let totals = &tables.totals;
         let eligible = &mut tables.eligible;
         eligible.clear();
         // The predicted cost prices a full KV cache as the wait for room; the weighted
@@ -237,6 +251,7 @@ impl Router {
         if !eligible.iter().any(|ok| *ok) {
             eligible.iter_mut().for_each(|ok| *ok = true);
         }
+        let totals = &tables.totals;
         let ranked = rank_top(totals, eligible, settings.ranked_endpoints, &mut self.rng, &mut tables.order);
         let Some(&first) = ranked.first() else {
             return Err(ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s));

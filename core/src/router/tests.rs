@@ -589,3 +589,28 @@ fn a_subset_hint_limits_the_choice_and_an_empty_one_is_a_503() {
     assert_eq!((refused.status, refused.code), (503, "no_ready_endpoint"));
     assert!(router.route_within(&request("base"), 0, &mut ledger, None).is_ok());
 }
+
+#[test]
+fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pods() {
+    // Six idle pods, three replicas routing one request each on the same snapshot: each
+    // starts it in its own share, so no pod gets two, whatever their random tie-breaks
+    // (without the shares, 44% of rounds would put two on one pod).
+    for seed in 0..20 {
+        let chosen: Vec<Endpoint> = (0..3)
+            .map(|index| {
+                let pods = (1..=6).map(|port| pod(port, 0.0, 0.1, 1_000)).collect();
+                let mut snap = snapshot("a", pods);
+                snap.peers.replicas = 3;
+                snap.peers.index = index;
+                let mut router = Router::new(config(), seed * 3 + u64::from(index));
+                let mut ledger = LocalLedger::default();
+                router.apply_snapshot(snap, &ledger);
+                router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints[0]
+            })
+            .collect();
+        let mut distinct = chosen.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "round {seed}: {chosen:?}");
+    }
+}

@@ -1,0 +1,174 @@
+//! Keeps several gateway replicas from piling onto the same pod: each prefers its own
+//! share of the pods.
+//!
+//! Replicas route on the same snapshot and cannot see each other's new requests until
+//! the next exchange (one to two push intervals). Deciding alike, they send requests
+//! that arrive together at different replicas to the same cheapest pod: behind three
+//! replicas, part 2's shared-prefix traces showed runs of 3–5 cold 7,200-token
+//! prefills sent to one idle pod within 40 ms, each predicted with no queue and served
+//! 0.4–1.4 s later; 26–35 of the run's 38–53 requests over 600 ms came within 50 ms of
+//! another replica's request to the same pod, too soon for any exchange to tell.
+//!
+//! So the pods, in the order of their addresses' hashes, are dealt to the replicas like
+//! cards (the agent tells each replica its place), and on a pod dealt to another
+//! replica a request costs one more prefill of its own, the wait one request like it,
+//! sent there by that replica at the same moment, would add. Cold requests arriving
+//! together at different replicas then start on different pods. A prefix owner's
+//! prefill is its uncached part only, so the owner keeps its requests whoever it was
+//! dealt to; a share whose pods are busy spills to the others'. One gateway sees every
+//! request it sends and keeps its exact ranking.
+//!
+//! Tried before this: randomising among the pods within part of a prefill of the
+//! cheapest (3 replicas: TTFT p90 689 ms against 743 without), and having replica `i`
+//! assume the `i` before it had each just sent a request to the cheapest pod (679 ms):
+//! replicas' views differ by up to a push interval, so neither kept them apart. The
+//! shares: 531–569 ms, against 382–442 ms for one replica (BENCHMARKS.md part 2).
+
+use std::net::SocketAddr;
+
+use super::{Candidate, TtftBreakdown};
+use crate::endpoint::Endpoint;
+
+/// What a request pays on a pod of another replica's share, in its own prefills there.
+pub const OTHER_SHARE_PREFILLS: f64 = 1.0;
+
+/// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to
+/// replicas other than `index` of `replicas` by [`OTHER_SHARE_PREFILLS`] times their
+/// `breakdowns`' prefill. `order` is a buffer the caller keeps between calls.
+pub fn prefer_own_share(
+    candidates: &[Candidate],
+    breakdowns: &[TtftBreakdown],
+    replicas: u32,
+    index: u32,
+    order: &mut Vec<(u64, usize)>,
+    totals: &mut [f64],
+) {
+    if replicas <= 1 {
+        return;
+    }
+    order.clear();
+    order.extend(candidates.iter().enumerate().map(|(i, c)| (address_hash(c.endpoint), i)));
+    order.sort_unstable();
+    for (place, &(_, i)) in order.iter().enumerate() {
+        if place as u64 % u64::from(replicas) == u64::from(index) {
+            continue;
+        }
+        if let (Some(total), Some(breakdown)) = (totals.get_mut(i), breakdowns.get(i)) {
+            *total -= OTHER_SHARE_PREFILLS * breakdown.prefill_ms;
+        }
+    }
+}
+
+/// A hash of the pod's address that every replica computes alike.
+fn address_hash(endpoint: Endpoint) -> u64 {
+    let (ip, port) = match endpoint.socket_addr() {
+        SocketAddr::V4(v4) => (v4.ip().to_ipv6_mapped().octets(), v4.port()),
+        SocketAddr::V6(v6) => (v6.ip().octets(), v6.port()),
+    };
+    let mut bytes = [0u8; 18];
+    let (head, tail) = bytes.split_at_mut(16);
+    head.copy_from_slice(&ip);
+    tail.copy_from_slice(&port.to_be_bytes());
+    xxhash_rust::xxh64::xxh64(&bytes, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::candidate;
+    use super::*;
+
+    fn breakdown(prefill_ms: f64) -> TtftBreakdown {
+        TtftBreakdown {
+            queue_ms: 0.0,
+            kv_wait_ms: 0.0,
+            prefill_ms,
+            adapter_ms: 0.0,
+            decode_ms: 0.0,
+            penalty_ms: 0.0,
+            impact_ms: 0.0,
+            resident_ms: 0.0,
+            ttft_ms: prefill_ms,
+            total_ms: prefill_ms,
+        }
+    }
+
+    fn pods(n: u16) -> Vec<Candidate> {
+        (1..=n).map(|port| candidate(port, 0.0, 0.0, None)).collect()
+    }
+
+    /// The candidates each replica keeps at their cost, for `replicas` equal idle pods.
+    fn shares(candidates: &[Candidate], replicas: u32) -> Vec<Vec<usize>> {
+        let breakdowns = vec![breakdown(300.0); candidates.len()];
+        (0..replicas)
+            .map(|index| {
+                let mut totals = vec![-300.0; candidates.len()];
+                prefer_own_share(candidates, &breakdowns, replicas, index, &mut Vec::new(), &mut totals);
+                (0..candidates.len()).filter(|&i| totals.get(i) == Some(&-300.0)).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_gateway_keeps_its_exact_ranking() {
+        let candidates = pods(4);
+        assert_eq!(shares(&candidates, 1), vec![vec![0, 1, 2, 3]]);
+    }
+
+    #[test]
+    fn every_pod_is_dealt_to_exactly_one_replica_evenly() {
+        let candidates = pods(8);
+        let dealt = shares(&candidates, 3);
+        let mut all: Vec<usize> = dealt.iter().flatten().copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..8).collect::<Vec<_>>());
+        let mut sizes: Vec<usize> = dealt.iter().map(Vec::len).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![2, 3, 3]);
+    }
+
+    #[test]
+    fn the_deal_does_not_depend_on_the_order_pods_are_listed_in() {
+        let candidates = pods(8);
+        let reversed: Vec<Candidate> = candidates.iter().rev().copied().collect();
+        let endpoints = |list: &[Candidate], dealt: Vec<Vec<usize>>| -> Vec<Vec<Endpoint>> {
+            dealt
+                .into_iter()
+                .map(|share| share.into_iter().filter_map(|i| list.get(i).map(|c| c.endpoint)).collect())
+                .collect()
+        };
+        let mut forward = endpoints(&candidates, shares(&candidates, 3));
+        let mut backward = endpoints(&reversed, shares(&reversed, 3));
+        forward.iter_mut().chain(backward.iter_mut()).for_each(|share| share.sort_unstable());
+        assert_eq!(forward, backward);
+    }
+
+    #[test]
+    fn a_prefix_owner_dealt_to_another_replica_keeps_the_request() {
+        // Two replicas, two pods: the owner prefills 1,200 uncached tokens (75 ms plus
+        // a queue), the other pod the whole 7,200-token prompt (330 ms).
+        let candidates = pods(2);
+        let breakdowns = [breakdown(75.0), breakdown(330.0)];
+        for index in 0..2 {
+            let mut totals = vec![-120.0, -330.0];
+            prefer_own_share(&candidates, &breakdowns, 2, index, &mut Vec::new(), &mut totals);
+            assert!(totals.first() > totals.get(1), "replica {index}: {totals:?}");
+        }
+    }
+
+    #[test]
+    fn a_busy_share_spills_to_the_others() {
+        // The replica's own pod has a queue of two prefills; another's is idle.
+        let candidates = pods(2);
+        let breakdowns = [breakdown(300.0); 2];
+        let own = (0..2)
+            .find(|&index| {
+                let mut totals = vec![-300.0; 2];
+                prefer_own_share(&candidates, &breakdowns, 2, index, &mut Vec::new(), &mut totals);
+                totals.first() == Some(&-300.0)
+            })
+            .unwrap_or(0);
+        let mut totals = vec![-900.0, -300.0];
+        prefer_own_share(&candidates, &breakdowns, 2, own, &mut Vec::new(), &mut totals);
+        assert_eq!(totals, vec![-900.0, -600.0]);
+    }
+}
