@@ -229,6 +229,7 @@ impl Router {
                 prefer_own_share(
                     candidates,
                     &tables.breakdowns,
+                    shape.best_matched_blocks,
                     replicas,
                     index,
                     &mut tables.shares,

@@ -13,19 +13,24 @@
 //! cards (the agent tells each replica its place), and on a pod dealt to another
 //! replica a request costs one more prefill of its own, the wait one request like it,
 //! sent there by that replica at the same moment, would add. Cold requests arriving
-//! together at different replicas then start on different pods. A prefix owner's
-//! prefill is its uncached part only, so the owner keeps its requests whoever it was
-//! dealt to; a share whose pods are busy spills to the others'. One gateway sees every
+//! together at different replicas then start on different pods. A prefix owner pays
+//! nothing more whoever it was dealt to: requests that share a prefix belong
+//! together, and a conversation's next turn goes back to its pod from any replica. A
+//! share whose pods are busy spills to the others'. One gateway sees every
 //! request it sends and keeps its exact ranking.
 //!
 //! Tried before this: randomising among the pods within part of a prefill of the
 //! cheapest (3 replicas: TTFT p90 689 ms against 743 without), and having replica `i`
 //! assume the `i` before it had each just sent a request to the cheapest pod (679 ms):
-//! replicas' views differ by up to a push interval, so neither kept them apart. The
-//! shares: 531–569 ms, against 382–442 ms for one replica (BENCHMARKS.md part 2).
+//! replicas' views differ by up to a push interval, so neither kept them apart. With
+//! the shares, three runs each (BENCHMARKS.md part 2): shared-prefix p90 442–548 ms
+//! with 2 replicas and 489–585 ms with 3, against 409–425 ms for one gateway and
+//! 651–779 ms with 2–3 replicas before; the trace replay 3,045 ms with 3 replicas
+//! against 3,353 ms without shares and 1,906 ms for one gateway.
 
 use std::net::SocketAddr;
 
+use super::prefix_affinity::is_prefix_owner;
 use super::{Candidate, TtftBreakdown};
 use crate::endpoint::Endpoint;
 
@@ -34,10 +39,12 @@ pub const OTHER_SHARE_PREFILLS: f64 = 1.0;
 
 /// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to
 /// replicas other than `index` of `replicas` by [`OTHER_SHARE_PREFILLS`] times their
-/// `breakdowns`' prefill. `order` is a buffer the caller keeps between calls.
+/// `breakdowns`' prefill; a prefix owner (of `best_matched_blocks`) is left as it is.
+/// `order` is a buffer the caller keeps between calls.
 pub fn prefer_own_share(
     candidates: &[Candidate],
     breakdowns: &[TtftBreakdown],
+    best_matched_blocks: usize,
     replicas: u32,
     index: u32,
     order: &mut Vec<(u64, usize)>,
@@ -50,7 +57,8 @@ pub fn prefer_own_share(
     order.extend(candidates.iter().enumerate().map(|(i, c)| (address_hash(c.endpoint), i)));
     order.sort_unstable();
     for (place, &(_, i)) in order.iter().enumerate() {
-        if place as u64 % u64::from(replicas) == u64::from(index) {
+        let owner = candidates.get(i).is_some_and(|c| is_prefix_owner(c.matched_blocks, best_matched_blocks));
+        if owner || place as u64 % u64::from(replicas) == u64::from(index) {
             continue;
         }
         if let (Some(total), Some(breakdown)) = (totals.get_mut(i), breakdowns.get(i)) {
@@ -102,7 +110,7 @@ mod tests {
         (0..replicas)
             .map(|index| {
                 let mut totals = vec![-300.0; candidates.len()];
-                prefer_own_share(candidates, &breakdowns, replicas, index, &mut Vec::new(), &mut totals);
+                prefer_own_share(candidates, &breakdowns, 0, replicas, index, &mut Vec::new(), &mut totals);
                 (0..candidates.len()).filter(|&i| totals.get(i) == Some(&-300.0)).collect()
             })
             .collect()
@@ -143,16 +151,22 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_owner_dealt_to_another_replica_keeps_the_request() {
-        // Two replicas, two pods: the owner prefills 1,200 uncached tokens (75 ms plus
-        // a queue), the other pod the whole 7,200-token prompt (330 ms).
-        let candidates = pods(2);
+    fn a_prefix_owner_pays_nothing_more_whoever_it_was_dealt_to() {
+        // Two replicas, two pods; pod 0 holds the prompt's 375 shared blocks.
+        let mut candidates = pods(2);
+        if let Some(owner) = candidates.first_mut() {
+            owner.matched_blocks = 375;
+        }
         let breakdowns = [breakdown(75.0), breakdown(330.0)];
+        let mut penalised = Vec::new();
         for index in 0..2 {
             let mut totals = vec![-120.0, -330.0];
-            prefer_own_share(&candidates, &breakdowns, 2, index, &mut Vec::new(), &mut totals);
-            assert!(totals.first() > totals.get(1), "replica {index}: {totals:?}");
+            prefer_own_share(&candidates, &breakdowns, 375, 2, index, &mut Vec::new(), &mut totals);
+            assert_eq!(totals.first(), Some(&-120.0), "replica {index}");
+            penalised.push(totals.get(1) == Some(&-660.0));
         }
+        // The other pod is dealt to one replica: the other one pays its prefill again.
+        assert_eq!(penalised.iter().filter(|p| **p).count(), 1);
     }
 
     #[test]
@@ -163,12 +177,12 @@ mod tests {
         let own = (0..2)
             .find(|&index| {
                 let mut totals = vec![-300.0; 2];
-                prefer_own_share(&candidates, &breakdowns, 2, index, &mut Vec::new(), &mut totals);
+                prefer_own_share(&candidates, &breakdowns, 0, 2, index, &mut Vec::new(), &mut totals);
                 totals.first() == Some(&-300.0)
             })
             .unwrap_or(0);
         let mut totals = vec![-900.0, -300.0];
-        prefer_own_share(&candidates, &breakdowns, 2, own, &mut Vec::new(), &mut totals);
+        prefer_own_share(&candidates, &breakdowns, 0, 2, own, &mut Vec::new(), &mut totals);
         assert_eq!(totals, vec![-900.0, -600.0]);
     }
 }
