@@ -11,7 +11,7 @@ fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "bursty-chat".into());
     let sets: u64 = args.next().map_or(Ok(12), |s| s.parse()).map_err(|e| format!("SETS: {e}"))?;
-    let (workload, _) = suite::e2e_workloads()
+    let (workload, _) = suite::e2e_workloads(None)
         .into_iter()
         .find(|(w, _)| w.name() == name)
         .ok_or_else(|| format!("no part-2 workload named {name}"))?;

@@ -140,8 +140,14 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
     let outcomes = outcomes.lock().map(|o| o.clone()).unwrap_or_default();
     let mut result = RunResult::from_outcomes(&outcomes);
     result.prefix_hit_rate = engines.hit_rate().unwrap_or(0.0);
-    let mut trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
-    trace.retain(|line| !outcomes.get(line.id).is_none_or(|o| o.not_sent));
+    // A turn never sent (due after the end) has no line: its slot is still the default.
+    let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
+    let trace = trace
+        .into_iter()
+        .enumerate()
+        .filter(|(id, _)| outcomes.get(*id).is_some_and(|o| !o.not_sent))
+        .map(|(_, line)| line)
+        .collect();
     Measured { result, follow_ups_on_pod: follow_ups_on_pod(&scenario, &outcomes), trace }
 }
 

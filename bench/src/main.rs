@@ -54,7 +54,9 @@ struct Args {
     /// different replicas. 1: the single-replica runs only.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=8))]
     e2e_replicas: u16,
-    /// Only these part-2 workloads (comma-separated: bursty-chat, shared-prefix).
+    /// Only these part-2 workloads (comma-separated: bursty-chat, shared-prefix,
+    /// trace-replay; the last replays the first minute of --trace, or of the default
+    /// trace when present, once whatever --e2e-request-sets says).
     #[arg(long, value_delimiter = ',')]
     e2e_workloads: Vec<String>,
     /// Only these part-2 policies (comma-separated: infergate, round_robin,
@@ -160,6 +162,25 @@ fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
     Ok(Some(trace))
 }
 
+/// Part 2's replay of the trace (`--trace`, or the default one when present), unless
+/// `--e2e-workloads` leaves it out.
+fn e2e_trace(args: &Args) -> Result<Option<TraceReplay>, String> {
+    if !(args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == TraceReplay::NAME)) {
+        return Ok(None);
+    }
+    let path = match &args.trace {
+        Some(path) => path.clone(),
+        None if std::path::Path::new(suite::DEFAULT_TRACE).is_file() => PathBuf::from(suite::DEFAULT_TRACE),
+        None => {
+            eprintln!("note: part 2 skips {}: no trace at {}", TraceReplay::NAME, suite::DEFAULT_TRACE);
+            return Ok(None);
+        }
+    };
+    TraceReplay::load(&path, vec![suite::E2E_TRACE_SPEED], Some(suite::E2E_TRACE_WINDOW_S))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// Part 2: part 1's workloads scaled for real Envoy, beside the discrete-event
 /// prediction for the very same requests; infergate also with several replicas.
 fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
@@ -179,10 +200,12 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
         .chain((2..=usize::from(args.e2e_replicas)).map(|n| ("infergate", UpstreamPolicy::Infergate, n)))
         .collect();
     runs.retain(|(name, _, _)| args.e2e_policies.is_empty() || args.e2e_policies.iter().any(|p| p == name));
-    let mut workloads = suite::e2e_workloads();
+    let mut workloads = suite::e2e_workloads(e2e_trace(args)?);
     workloads.retain(|(w, _)| args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == w.name()));
-    let sets = args.e2e_request_sets;
-    let bar = ProgressBar::new(runs.len() as u64 * workloads.len() as u64 * sets);
+    // A trace is the same requests whatever the seed: it runs once.
+    let sets_of =
+        |workload: &dyn Workload| if workload.name() == TraceReplay::NAME { 1 } else { args.e2e_request_sets };
+    let bar = ProgressBar::new(runs.len() as u64 * workloads.iter().map(|(w, _)| sets_of(w.as_ref())).sum::<u64>());
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} end-to-end runs through Envoy {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -191,6 +214,7 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
     for (workload, described) in &workloads {
         let step = workload.steps()[0];
         let mut all_rows = Vec::new();
+        let sets = sets_of(workload.as_ref());
         for set in 0..sets {
             let seed = suite::e2e_request_set_seed(workload.name(), args.seed, set);
             let scenario = std::sync::Arc::new(workload.scenario(step, seed));
@@ -240,7 +264,7 @@ fn check_e2e_names(args: &Args) -> Result<(), String> {
     if let Some(unknown) = args.e2e_policies.iter().find(|p| !policies.contains(&p.as_str())) {
         return Err(format!("--e2e-policies: unknown policy `{unknown}`; choose from {}", policies.join(", ")));
     }
-    let workloads: Vec<&'static str> = suite::e2e_workloads().iter().map(|(w, _)| w.name()).collect();
+    let workloads = suite::E2E_WORKLOAD_NAMES;
     if let Some(unknown) = args.e2e_workloads.iter().find(|w| !workloads.contains(&w.as_str())) {
         return Err(format!("--e2e-workloads: unknown workload `{unknown}`; choose from {}", workloads.join(", ")));
     }
