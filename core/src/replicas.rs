@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::endpoint::Endpoint;
 use crate::prefix::{MAX_RECORD_HASHES, PrefixRecord};
 use crate::router::PodLoad;
+use crate::scoring::ReplicaPlace;
 
 /// Most pods one digest may list loads for.
 pub const MAX_DIGEST_PODS: usize = 16_384;
@@ -32,9 +33,11 @@ pub struct ReplicaDigest {
     #[serde(default)]
     pub replicas: u32,
     /// In a snapshot: this replica's place among them, `0..replicas`, stable while the
-    /// set of replicas stays (the agent's push order). 0 in a replica's report.
-    #[serde(default)]
-    pub index: u32,
+    /// set of replicas stays (the agent's push order). Absent in a replica's report
+    /// and from an agent older than the field: the replica then has no share of the
+    /// pods, rather than every replica taking the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
 }
 
 /// One pod's load as one or several replicas count it.
@@ -67,9 +70,13 @@ impl ReplicaDigest {
         self.records.is_empty() && self.load.is_empty()
     }
 
-    /// This replica's place among the replicas, below their count.
-    pub fn replica_index(&self) -> u32 {
-        self.index.min(self.replicas.saturating_sub(1))
+    /// This replica's place among the replicas, when the agent said it and it is one
+    /// of them; otherwise a lone gateway's, which has no share of the pods.
+    pub fn place(&self) -> ReplicaPlace {
+        match self.index {
+            Some(index) if index < self.replicas => ReplicaPlace { replicas: self.replicas, index },
+            _ => ReplicaPlace::ALONE,
+        }
     }
 
     pub fn hash_count(&self) -> usize {
@@ -114,7 +121,7 @@ mod tests {
             records: vec![PrefixRecord { pod: pod(1), hashes: vec![3, 4] }],
             load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }],
             replicas: 3,
-            index: 2,
+            index: Some(2),
         };
         assert_eq!(ReplicaDigest::decode(&digest.encode()), Ok(digest));
         assert!(matches!(ReplicaDigest::decode(b"\xc1nope"), Err(DigestError::Decode(_))));
@@ -126,6 +133,17 @@ mod tests {
             ReplicaDigest::decode(&huge.encode()),
             Err(DigestError::TooManyHashes { found: MAX_RECORD_HASHES + 1 })
         );
+    }
+
+    #[test]
+    fn a_place_is_taken_only_when_the_agent_says_it() {
+        let with = |replicas, index| ReplicaDigest { replicas, index, ..ReplicaDigest::default() };
+        assert_eq!(with(3, Some(1)).place(), ReplicaPlace { replicas: 3, index: 1 });
+        // An agent older than `index`, or one that names a place outside the count.
+        assert_eq!(with(3, None).place(), ReplicaPlace::ALONE);
+        assert_eq!(with(3, Some(3)).place(), ReplicaPlace::ALONE);
+        let older = ReplicaDigest::decode(&with(3, None).encode()).unwrap();
+        assert_eq!((older.replicas, older.index), (3, None));
     }
 
     #[test]

@@ -62,12 +62,7 @@ impl ReplicaExchange {
         let replicas = u32::try_from(self.replicas.len()).unwrap_or(u32::MAX);
         let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
         replica.inbox_hashes = 0;
-        ReplicaDigest {
-            records: replica.inbox.drain(..).collect(),
-            load,
-            replicas,
-            index: u32::try_from(index).unwrap_or(u32::MAX),
-        }
+        ReplicaDigest { records: replica.inbox.drain(..).collect(), load, replicas, index: u32::try_from(index).ok() }
     }
 
     /// Replica `index` answered its push with `digest`: its records go to every other
@@ -143,7 +138,7 @@ mod tests {
         exchange.set_targets(&targets(3));
         exchange.incoming(
             0,
-            ReplicaDigest { records: vec![record(1, 4)], load: Vec::new(), replicas: 0, index: 0 },
+            ReplicaDigest { records: vec![record(1, 4)], load: Vec::new(), replicas: 0, index: None },
             now,
         );
         assert_eq!(exchange.outgoing(0, now).records, []);
@@ -157,8 +152,10 @@ mod tests {
         let now = Instant::now();
         let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
         exchange.set_targets(&targets(3));
-        let places: Vec<(u32, u32)> =
-            (0..3).map(|i| exchange.outgoing(i, now)).map(|digest| (digest.replicas, digest.index)).collect();
+        let places: Vec<(u32, u32)> = (0..3)
+            .map(|i| exchange.outgoing(i, now))
+            .map(|digest| (digest.replicas, digest.index.unwrap_or(u32::MAX)))
+            .collect();
         assert_eq!(places, [(3, 0), (3, 1), (3, 2)]);
     }
 
@@ -169,10 +166,14 @@ mod tests {
         exchange.set_targets(&targets(3));
         exchange.incoming(
             0,
-            ReplicaDigest { records: Vec::new(), load: vec![load(1, 2), load(2, 1)], replicas: 0, index: 0 },
+            ReplicaDigest { records: Vec::new(), load: vec![load(1, 2), load(2, 1)], replicas: 0, index: None },
             now,
         );
-        exchange.incoming(1, ReplicaDigest { records: Vec::new(), load: vec![load(1, 3)], replicas: 0, index: 0 }, now);
+        exchange.incoming(
+            1,
+            ReplicaDigest { records: Vec::new(), load: vec![load(1, 3)], replicas: 0, index: None },
+            now,
+        );
         assert_eq!(exchange.outgoing(2, now).load, [load(1, 5), load(2, 1)]);
         assert_eq!(exchange.outgoing(0, now).load, [load(1, 3)], "not its own");
         // Replica 1 answers again with nothing in flight: its old load goes.
@@ -191,7 +192,7 @@ mod tests {
         for port in 0..6 {
             exchange.incoming(
                 0,
-                ReplicaDigest { records: vec![record(port, batch)], load: Vec::new(), replicas: 0, index: 0 },
+                ReplicaDigest { records: vec![record(port, batch)], load: Vec::new(), replicas: 0, index: None },
                 now,
             );
         }
@@ -207,7 +208,7 @@ mod tests {
         exchange.set_targets(&targets(2));
         exchange.incoming(
             0,
-            ReplicaDigest { records: vec![record(1, 1)], load: vec![load(1, 1)], replicas: 0, index: 0 },
+            ReplicaDigest { records: vec![record(1, 1)], load: vec![load(1, 1)], replicas: 0, index: None },
             now,
         );
         let mut changed = targets(3);

@@ -19,7 +19,8 @@ use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals, weighted_totals,
+    ReplicaPlace, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
+    weighted_totals,
 };
 use crate::snapshot::Snapshot;
 pub use calibration::TtftCalibration;
@@ -37,8 +38,8 @@ pub struct Router {
     peer_load: HashMap<Endpoint, PodLoad>,
     /// Gateway replicas, this one included, from the snapshot.
     replicas: u32,
-    /// This replica's place among them (`0..replicas`), from the snapshot.
-    replica_index: u32,
+    /// This replica's place among them, from the snapshot: its share of the pods.
+    place: ReplicaPlace,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
@@ -60,7 +61,7 @@ impl Router {
             baseline: HashMap::new(),
             peer_load: HashMap::new(),
             replicas: 1,
-            replica_index: 0,
+            place: ReplicaPlace::ALONE,
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
@@ -93,7 +94,7 @@ impl Router {
         let peers = std::mem::take(&mut snapshot.peers);
         self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         self.replicas = peers.replicas.max(1);
-        self.replica_index = peers.replica_index();
+        self.place = peers.place();
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -225,16 +226,8 @@ impl Router {
             ScoringMode::PredictedTtft => {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
-                let (replicas, index) = (self.replicas, self.replica_index);
-                prefer_own_share(
-                    candidates,
-                    &tables.breakdowns,
-                    shape.best_matched_blocks,
-                    replicas,
-                    index,
-                    &mut tables.shares,
-                    &mut tables.totals,
-                );
+                let shares = &mut tables.shares;
+                prefer_own_share(candidates, &tables.breakdowns, &shape, self.place, shares, &mut tables.totals);
             }
             ScoringMode::Weighted => weighted_totals(
                 candidates,

@@ -601,7 +601,7 @@ fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pod
                 let pods = (1..=6).map(|port| pod(port, 0.0, 0.1, 1_000)).collect();
                 let mut snap = snapshot("a", pods);
                 snap.peers.replicas = 3;
-                snap.peers.index = index;
+                snap.peers.index = Some(index);
                 let mut router = Router::new(config(), seed * 3 + u64::from(index));
                 let mut ledger = LocalLedger::default();
                 router.apply_snapshot(snap, &ledger);

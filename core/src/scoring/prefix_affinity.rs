@@ -42,6 +42,13 @@ pub fn is_prefix_owner(matched: usize, best: usize) -> bool {
     best > 0 && matched.saturating_mul(2) >= best
 }
 
+/// Whether the longest match is a real part of the prompt, not a shared preamble: at
+/// least [`MIN_MATCHED_TOKENS`] and [`MIN_MATCHED_SHARE`] of it.
+pub fn has_real_owner(shape: &RequestShape) -> bool {
+    let matched_tokens = shape.best_matched_blocks as f64 * shape.tokens_per_block;
+    shape.best_matched_blocks > 0 && matched_tokens >= MIN_MATCHED_TOKENS.max(MIN_MATCHED_SHARE * shape.prompt_tokens)
+}
+
 fn in_flight(c: &Candidate) -> f64 {
     let load = c.waiting + c.running;
     if load.is_finite() { load.max(0.0) } else { f64::MAX / 4.0 }
@@ -55,11 +62,10 @@ pub fn keep_with_owner(
     shape: &RequestShape,
     totals: &mut [f64],
 ) -> bool {
-    let best = shape.best_matched_blocks;
-    let matched_tokens = best as f64 * shape.tokens_per_block;
-    if best == 0 || matched_tokens < MIN_MATCHED_TOKENS.max(MIN_MATCHED_SHARE * shape.prompt_tokens) {
+    if !has_real_owner(shape) {
         return false;
     }
+    let best = shape.best_matched_blocks;
     let min_queue_ms = breakdowns.iter().map(|b| b.queue_ms).fold(f64::INFINITY, f64::min);
     let cold_ms = breakdowns.iter().map(|b| b.prefill_ms).fold(0.0, f64::max);
     if min_queue_ms.is_nan() || min_queue_ms < BUSY_QUEUE_SHARE * cold_ms {

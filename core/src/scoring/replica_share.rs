@@ -13,11 +13,13 @@
 //! cards (the agent tells each replica its place), and on a pod dealt to another
 //! replica a request costs one more prefill of its own, the wait one request like it,
 //! sent there by that replica at the same moment, would add. Cold requests arriving
-//! together at different replicas then start on different pods. A prefix owner pays
-//! nothing more whoever it was dealt to: requests that share a prefix belong
-//! together, and a conversation's next turn goes back to its pod from any replica. A
-//! share whose pods are busy spills to the others'. One gateway sees every
-//! request it sends and keeps its exact ranking.
+//! together at different replicas then start on different pods. The owner of a real
+//! prefix match (as `keep_with_owner` counts one: not a short shared preamble) pays
+//! nothing more whoever it was dealt to: requests that share a prefix belong together,
+//! and a conversation's next turn goes back to its pod from any replica. A share whose
+//! pods are busy spills to the others'. One gateway sees every request it sends and
+//! keeps its exact ranking, and so does a replica whose agent does not say its place.
+//! Only the `predicted-ttft` scoring mode has shares.
 //!
 //! Tried before this: randomising among the pods within part of a prefill of the
 //! cheapest (3 replicas: TTFT p90 689 ms against 743 without), and having replica `i`
@@ -25,39 +27,57 @@
 //! replicas' views differ by up to a push interval, so neither kept them apart. With
 //! the shares, three runs each (BENCHMARKS.md part 2): shared-prefix p90 442–548 ms
 //! with 2 replicas and 489–585 ms with 3, against 409–425 ms for one gateway and
-//! 651–779 ms with 2–3 replicas before; the trace replay 3,045 ms with 3 replicas
-//! against 3,353 ms without shares and 1,906 ms for one gateway.
+//! 651–779 ms with 2–3 replicas before. The trace replay, whose prompts all start
+//! with the same block, needed owners to be real ones: 3 replicas 3,353 ms without
+//! shares, 3,045 ms with shares that exempted every holder of that block, 2,540 ms
+//! now, against 2,096 ms for one gateway (one run each).
 
 use std::net::SocketAddr;
 
-use super::prefix_affinity::is_prefix_owner;
-use super::{Candidate, TtftBreakdown};
+use super::prefix_affinity::{has_real_owner, is_prefix_owner};
+use super::{Candidate, RequestShape, TtftBreakdown};
 use crate::endpoint::Endpoint;
 
 /// What a request pays on a pod of another replica's share, in its own prefills there.
 pub const OTHER_SHARE_PREFILLS: f64 = 1.0;
 
+/// A replica's place among the gateway replicas, as the agent tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaPlace {
+    /// The replicas, this one included.
+    pub replicas: u32,
+    /// This one's, `0..replicas`.
+    pub index: u32,
+}
+
+impl ReplicaPlace {
+    /// One gateway: no shares.
+    pub const ALONE: Self = Self { replicas: 1, index: 0 };
+}
+
 /// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to
-/// replicas other than `index` of `replicas` by [`OTHER_SHARE_PREFILLS`] times their
-/// `breakdowns`' prefill; a prefix owner (of `best_matched_blocks`) is left as it is.
+/// replicas other than `place` by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`'
+/// prefill; the owners of a real prefix match of `shape` are left as they are.
 /// `order` is a buffer the caller keeps between calls.
 pub fn prefer_own_share(
     candidates: &[Candidate],
     breakdowns: &[TtftBreakdown],
-    best_matched_blocks: usize,
-    replicas: u32,
-    index: u32,
+    shape: &RequestShape,
+    place: ReplicaPlace,
     order: &mut Vec<(u64, usize)>,
     totals: &mut [f64],
 ) {
-    if replicas <= 1 {
+    let ReplicaPlace { replicas, index } = place;
+    if replicas <= 1 || index >= replicas {
         return;
     }
+    let real_owner = has_real_owner(shape);
     order.clear();
     order.extend(candidates.iter().enumerate().map(|(i, c)| (address_hash(c.endpoint), i)));
     order.sort_unstable();
     for (place, &(_, i)) in order.iter().enumerate() {
-        let owner = candidates.get(i).is_some_and(|c| is_prefix_owner(c.matched_blocks, best_matched_blocks));
+        let owner = real_owner
+            && candidates.get(i).is_some_and(|c| is_prefix_owner(c.matched_blocks, shape.best_matched_blocks));
         if owner || place as u64 % u64::from(replicas) == u64::from(index) {
             continue;
         }
@@ -85,6 +105,14 @@ mod tests {
     use super::super::candidate;
     use super::*;
 
+    fn shape(best_matched_blocks: usize) -> RequestShape {
+        RequestShape { prompt_tokens: 7_200.0, tokens_per_block: 16.0, output_tokens: 192.0, best_matched_blocks }
+    }
+
+    fn place(replicas: u32, index: u32) -> ReplicaPlace {
+        ReplicaPlace { replicas, index }
+    }
+
     fn breakdown(prefill_ms: f64) -> TtftBreakdown {
         TtftBreakdown {
             queue_ms: 0.0,
@@ -110,7 +138,14 @@ mod tests {
         (0..replicas)
             .map(|index| {
                 let mut totals = vec![-300.0; candidates.len()];
-                prefer_own_share(candidates, &breakdowns, 0, replicas, index, &mut Vec::new(), &mut totals);
+                prefer_own_share(
+                    candidates,
+                    &breakdowns,
+                    &shape(0),
+                    place(replicas, index),
+                    &mut Vec::new(),
+                    &mut totals,
+                );
                 (0..candidates.len()).filter(|&i| totals.get(i) == Some(&-300.0)).collect()
             })
             .collect()
@@ -161,12 +196,31 @@ mod tests {
         let mut penalised = Vec::new();
         for index in 0..2 {
             let mut totals = vec![-120.0, -330.0];
-            prefer_own_share(&candidates, &breakdowns, 375, 2, index, &mut Vec::new(), &mut totals);
+            prefer_own_share(&candidates, &breakdowns, &shape(375), place(2, index), &mut Vec::new(), &mut totals);
             assert_eq!(totals.first(), Some(&-120.0), "replica {index}");
             penalised.push(totals.get(1) == Some(&-660.0));
         }
         // The other pod is dealt to one replica: the other one pays its prefill again.
         assert_eq!(penalised.iter().filter(|p| **p).count(), 1);
+    }
+
+    #[test]
+    fn a_short_shared_preamble_makes_no_owner() {
+        // Pod 0 holds only the first 8 blocks (128 tokens) every prompt starts with: not
+        // a real match, so it is dealt like any other pod.
+        let mut candidates = pods(2);
+        if let Some(first) = candidates.first_mut() {
+            first.matched_blocks = 8;
+        }
+        let breakdowns = [breakdown(330.0); 2];
+        let penalised: usize = (0..2)
+            .map(|index| {
+                let mut totals = vec![-330.0; 2];
+                prefer_own_share(&candidates, &breakdowns, &shape(8), place(2, index), &mut Vec::new(), &mut totals);
+                totals.iter().filter(|t| **t < -330.0).count()
+            })
+            .sum();
+        assert_eq!(penalised, 2, "each replica pays on the pod dealt to the other");
     }
 
     #[test]
@@ -177,12 +231,12 @@ mod tests {
         let own = (0..2)
             .find(|&index| {
                 let mut totals = vec![-300.0; 2];
-                prefer_own_share(&candidates, &breakdowns, 0, 2, index, &mut Vec::new(), &mut totals);
+                prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, index), &mut Vec::new(), &mut totals);
                 totals.first() == Some(&-300.0)
             })
             .unwrap_or(0);
         let mut totals = vec![-900.0, -300.0];
-        prefer_own_share(&candidates, &breakdowns, 0, 2, own, &mut Vec::new(), &mut totals);
+        prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, own), &mut Vec::new(), &mut totals);
         assert_eq!(totals, vec![-900.0, -600.0]);
     }
 }

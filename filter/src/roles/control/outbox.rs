@@ -53,7 +53,7 @@ pub fn digest(host: &dyn Host, outbox: Option<u32>, snapshot: &Snapshot) -> Repl
             pending_prefill_tokens: load.pending_prefill_tokens,
         })
         .collect();
-    ReplicaDigest { records, load, replicas: 0, index: 0 }
+    ReplicaDigest { records, load, replicas: 0, index: None }
 }
 
 fn drain(host: &dyn Host, queue: u32) -> Vec<PrefixRecord> {
