@@ -163,7 +163,7 @@ fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
 }
 
 /// Part 2's replay of the trace (`--trace`, or the default one when present), unless
-/// `--e2e-workloads` leaves it out.
+/// `--e2e-workloads` leaves it out; asked for by name, a missing trace is an error.
 fn e2e_trace(args: &Args) -> Result<Option<TraceReplay>, String> {
     if !(args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == TraceReplay::NAME)) {
         return Ok(None);
@@ -171,9 +171,16 @@ fn e2e_trace(args: &Args) -> Result<Option<TraceReplay>, String> {
     let path = match &args.trace {
         Some(path) => path.clone(),
         None if std::path::Path::new(suite::DEFAULT_TRACE).is_file() => PathBuf::from(suite::DEFAULT_TRACE),
-        None => {
+        None if args.e2e_workloads.is_empty() => {
             eprintln!("note: part 2 skips {}: no trace at {}", TraceReplay::NAME, suite::DEFAULT_TRACE);
             return Ok(None);
+        }
+        None => {
+            return Err(format!(
+                "--e2e-workloads {}: no trace at {} (run from the repository root, or pass --trace PATH)",
+                TraceReplay::NAME,
+                suite::DEFAULT_TRACE
+            ));
         }
     };
     TraceReplay::load(&path, vec![suite::E2E_TRACE_SPEED], Some(suite::E2E_TRACE_WINDOW_S))
@@ -183,7 +190,7 @@ fn e2e_trace(args: &Args) -> Result<Option<TraceReplay>, String> {
 
 /// Part 2: part 1's workloads scaled for real Envoy, beside the discrete-event
 /// prediction for the very same requests; infergate also with several replicas.
-fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
+fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) -> Result<String, String> {
     use infergate_bench::e2e;
     use infergate_bench::report::e2e::{E2eRow, e2e_markdown, e2e_sets_markdown};
     use infergate_envoy_config::UpstreamPolicy;
@@ -200,7 +207,7 @@ fn end_to_end(args: &Args, out: &std::path::Path) -> Result<String, String> {
         .chain((2..=usize::from(args.e2e_replicas)).map(|n| ("infergate", UpstreamPolicy::Infergate, n)))
         .collect();
     runs.retain(|(name, _, _)| args.e2e_policies.is_empty() || args.e2e_policies.iter().any(|p| p == name));
-    let mut workloads = suite::e2e_workloads(e2e_trace(args)?);
+    let mut workloads = suite::e2e_workloads(trace);
     workloads.retain(|(w, _)| args.e2e_workloads.is_empty() || args.e2e_workloads.iter().any(|n| n == w.name()));
     // A trace is the same requests whatever the seed: it runs once.
     let sets_of =
@@ -277,6 +284,18 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    // Part 2's trace is read now, so that a bad one is refused before part 1 runs.
+    let e2e_trace = if args.skip_e2e {
+        None
+    } else {
+        match e2e_trace(&args) {
+            Ok(trace) => trace,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
     // Part 2 starts real Envoy and the agent: find out now, not after part 1.
     if args.preflight || !args.skip_e2e {
         if let Err(code) = infergate_bench::cli::preflight(args.preflight) {
@@ -401,7 +420,7 @@ fn main() -> ExitCode {
     let targets = report::targets(&reports);
     let mut markdown = format!("## Results\n\n{tables}\n## Targets\n\n{targets}");
     if !args.skip_e2e {
-        match end_to_end(&args, &out) {
+        match end_to_end(&args, e2e_trace, &out) {
             Ok(section) => markdown.push_str(&section),
             Err(e) => {
                 eprintln!("error: part 2 failed: {e}");
