@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use infergate_e2e::{Stack, StackSpec, chat_body};
+use infergate_e2e::{Reply, Stack, StackSpec, chat_body};
 use serde_json::json;
 
 /// Time between a conversation's turns: a reader's pause, far longer than the two push
@@ -23,6 +23,21 @@ fn conversation(id: usize, turns: usize) -> String {
         prompt.push_str(&format!(" Question {turn} of conversation {id}: how does this work? Answer: it works."));
     }
     prompt
+}
+
+/// Pins every pod as idle, whatever it runs, and makes each request take `latency_ms`.
+async fn idle_but_slow(stack: &Stack, latency_ms: u64) {
+    for &pod in &stack.fleet.pods {
+        stack.pin(pod, 0.0, 0.0, 0.05).await;
+        stack.fault(pod, json!({"added_latency_ms": latency_ms})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// A one-token chat request with `prompt`, sent to one replica.
+async fn send(stack: &Stack, gateway: &str, prompt: String) -> Reply {
+    let body = chat_body("m", &prompt, 1).to_string();
+    stack.post_at(gateway, "/v1/chat/completions", body, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,25 +89,14 @@ async fn a_replica_counts_the_other_replicas_requests_in_flight() {
     let pods = stack.fleet.pods.clone();
     // The pods report idle whatever they run, and take 3 s per request: only the
     // gateways' own counts tell the busy pods from the free one.
-    for &pod in &pods {
-        stack.pin(pod, 0.0, 0.0, 0.05).await;
-        stack.fault(pod, json!({"added_latency_ms": 3_000})).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    idle_but_slow(&stack, 3_000).await;
     let gateways = stack.gateway_urls();
-    let send = |gateway: String, prompt: String| {
-        let stack = &stack;
-        async move {
-            let body = chat_body("m", &prompt, 1).to_string();
-            stack.post_at(&gateway, "/v1/chat/completions", body, &[]).await
-        }
-    };
     // Replica 1 occupies five of the six pods; 400 ms later, when its counts have
     // reached the others with the next pushes, replicas 2 and 3 each send one request.
-    let busy = futures::future::join_all((0..5).map(|i| send(gateways[0].clone(), format!("busy {i}"))));
+    let busy = futures::future::join_all((0..5).map(|i| send(&stack, &gateways[0], format!("busy {i}"))));
     let checks = async {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        tokio::join!(send(gateways[1].clone(), "second".into()), send(gateways[2].clone(), "third".into()))
+        tokio::join!(send(&stack, &gateways[1], "second".into()), send(&stack, &gateways[2], "third".into()))
     };
     let (busy, (second, third)) = tokio::join!(busy, checks);
     let mut busy_pods: Vec<String> = busy.iter().filter_map(|r| r.served_by().map(String::from)).collect();
@@ -118,25 +122,14 @@ async fn requests_arriving_together_at_different_replicas_start_on_different_pod
     // Every pod reports idle and takes 300 ms per request: within a round the replicas
     // cannot see each other's requests (the next exchange is up to 200 ms away), so
     // only their shares of the pods keep them apart.
-    for &pod in &stack.fleet.pods {
-        stack.pin(pod, 0.0, 0.0, 0.05).await;
-        stack.fault(pod, json!({"added_latency_ms": 300})).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    idle_but_slow(&stack, 300).await;
     let gateways = stack.gateway_urls();
-    let send = |gateway: String, prompt: String| {
-        let stack = &stack;
-        async move {
-            let body = chat_body("m", &prompt, 1).to_string();
-            stack.post_at(&gateway, "/v1/chat/completions", body, &[]).await
-        }
-    };
     for round in 0..5 {
         let replies = futures::future::join_all(
             gateways
                 .iter()
                 .enumerate()
-                .map(|(i, gateway)| send(gateway.clone(), format!("round {round}, new topic {i}"))),
+                .map(|(i, gateway)| send(&stack, gateway, format!("round {round}, new topic {i}"))),
         )
         .await;
         let mut served: Vec<String> = replies

@@ -234,7 +234,7 @@ mod tests {
                 prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, index), &mut Vec::new(), &mut totals);
                 totals.first() == Some(&-300.0)
             })
-            .unwrap_or(0);
+            .expect("with two pods and two replicas, pod 0 is dealt to one of them");
         let mut totals = vec![-900.0, -300.0];
         prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, own), &mut Vec::new(), &mut totals);
         assert_eq!(totals, vec![-900.0, -600.0]);
