@@ -39,9 +39,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Measured {
     /// With the pods' own prefix-cache hit rate in `prefix_hit_rate`.
     pub result: RunResult,
-    /// Follow-up turns served by the pod of their conversation's previous turn, and
-    /// follow-up turns whose both turns were served.
-    pub follow_ups_on_pod: (usize, usize),
+    /// Where the conversations' follow-up turns went.
+    pub follow_ups: FollowUps,
     /// One line per request sent, in request order.
     pub trace: Vec<TraceLine>,
 }
@@ -50,6 +49,9 @@ pub struct Measured {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TraceLine {
     pub id: usize,
+    /// The conversation's previous turn, for a follow-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<usize>,
     pub replica: usize,
     /// Simulated seconds from the start.
     pub arrival_s: f64,
@@ -142,24 +144,55 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
     result.prefix_hit_rate = engines.hit_rate().unwrap_or(0.0);
     // A turn never sent (due after the end) has no line: its slot is still the default.
     let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
+    let follow_ups = FollowUps::count(&scenario, &outcomes, &trace);
     let trace = trace
         .into_iter()
         .enumerate()
         .filter(|(id, _)| outcomes.get(*id).is_some_and(|o| !o.not_sent))
         .map(|(_, line)| line)
         .collect();
-    Measured { result, follow_ups_on_pod: follow_ups_on_pod(&scenario, &outcomes), trace }
+    Measured { result, follow_ups, trace }
 }
 
-/// Follow-up turns served by their previous turn's pod, and those whose both turns
-/// were served.
-fn follow_ups_on_pod(scenario: &Scenario, outcomes: &[RequestOutcome]) -> (usize, usize) {
-    let served = |id: usize| outcomes.get(id).filter(|o| o.first_token.is_some() && o.pod != UNKNOWN_POD);
-    let pairs = scenario.requests.iter().enumerate().filter_map(|(id, request)| match request.arrival {
-        Arrival::After { previous, .. } => Some((served(previous)?.pod, served(id)?.pod)),
-        Arrival::At(_) => None,
-    });
-    pairs.fold((0, 0), |(same, all), (before, now)| (same + usize::from(before == now), all + 1))
+/// Where the follow-up turns whose both turns were served went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FollowUps {
+    pub served: usize,
+    /// Served by their previous turn's pod.
+    pub on_pod: usize,
+    /// Decided by a gateway that knew their previous turn's pod: served there, or
+    /// spilled past it with it named as the prefix owner (`runner_up=` or `owner=` in
+    /// the decision). `None` without decision headers (the baselines).
+    pub pod_known: Option<usize>,
+}
+
+impl FollowUps {
+    /// `trace` is indexed by request id, like `outcomes`.
+    fn count(scenario: &Scenario, outcomes: &[RequestOutcome], trace: &[TraceLine]) -> Self {
+        let served = |id: usize| outcomes.get(id).filter(|o| o.first_token.is_some() && o.pod != UNKNOWN_POD);
+        let mut counts = Self::default();
+        let mut decided = true;
+        for (id, request) in scenario.requests.iter().enumerate() {
+            let Arrival::After { previous, .. } = request.arrival else { continue };
+            let (Some(before), Some(now)) = (served(previous), served(id)) else { continue };
+            counts.served += 1;
+            let on_pod = before.pod == now.pod;
+            counts.on_pod += usize::from(on_pod);
+            let previous_pod = trace.get(previous).and_then(|l| l.pod.as_deref()).unwrap_or("");
+            match trace.get(id).and_then(|l| l.decision.as_deref()) {
+                Some(decision) => {
+                    let named = |role: &str| decision.contains(&format!("{role}={previous_pod} "));
+                    let known = on_pod || (decision.contains("spilled=true") && (named("runner_up") || named("owner")));
+                    *counts.pod_known.get_or_insert(0) += usize::from(known);
+                }
+                None => decided = false,
+            }
+        }
+        if !decided {
+            counts.pod_known = None;
+        }
+        counts
+    }
 }
 
 #[derive(Clone)]
@@ -194,6 +227,10 @@ fn spawn_request(ctx: Ctx) {
                 let to_virtual = |ms: f64| ms / ctx.time_scale;
                 *line = TraceLine {
                     id: ctx.id,
+                    previous: match request.arrival {
+                        Arrival::After { previous, .. } => Some(previous),
+                        Arrival::At(_) => None,
+                    },
                     replica: ctx.replica,
                     arrival_s: virtual_now(arrival),
                     pod: served_by.clone(),
@@ -275,4 +312,60 @@ async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Se
         Some((first, first.map(|_| Instant::now()), served_by, decision))
     };
     tokio::time::timeout(REQUEST_TIMEOUT, attempt).await.ok().flatten().unwrap_or((None, None, None, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::CalibrationPlan;
+
+    /// One conversation of four turns, served by these pods, with these decisions.
+    fn conversation(pods: [usize; 4], decisions: [Option<&str>; 4]) -> FollowUps {
+        let turn =
+            |arrival| BenchRequest { arrival, model: "m".into(), adapter: None, prompt: Vec::new(), output_tokens: 1 };
+        let scenario = Scenario {
+            pods: 2,
+            profile: infergate_model_sim::engine::EngineProfile::TINY,
+            adapters: Vec::new(),
+            requests: vec![
+                turn(Arrival::At(0.0)),
+                turn(Arrival::After { previous: 0, think_s: 1.0 }),
+                turn(Arrival::After { previous: 1, think_s: 1.0 }),
+                turn(Arrival::After { previous: 2, think_s: 1.0 }),
+            ],
+            duration_s: 10.0,
+            calibration: CalibrationPlan::NONE,
+        };
+        let names = ["127.0.0.1:1", "127.0.0.1:2"];
+        let outcomes: Vec<RequestOutcome> = pods
+            .iter()
+            .map(|&pod| RequestOutcome { first_token: Some(1.0), pod, ..RequestOutcome::default() })
+            .collect();
+        let trace: Vec<TraceLine> = pods
+            .iter()
+            .zip(decisions)
+            .map(|(&pod, decision)| TraceLine {
+                pod: names.get(pod).map(|n| n.to_string()),
+                decision: decision.map(str::to_string),
+                ..TraceLine::default()
+            })
+            .collect();
+        FollowUps::count(&scenario, &outcomes, &trace)
+    }
+
+    #[test]
+    fn a_follow_up_spilled_past_its_named_pod_counts_as_known() {
+        let kept = "spilled=false; chosen=127.0.0.1:1 score=-1.0";
+        let spilled = "spilled=true; chosen=127.0.0.1:2 score=-1.0; runner_up=127.0.0.1:1 score=-9.0";
+        let blind = "spilled=false; chosen=127.0.0.1:1 score=-1.0; runner_up=127.0.0.1:2 score=-2.0";
+        let counts = conversation([0, 0, 1, 0], [Some(kept), Some(kept), Some(spilled), Some(blind)]);
+        assert_eq!(counts, FollowUps { served: 3, on_pod: 1, pod_known: Some(2) });
+        let owner = "spilled=true; chosen=127.0.0.1:2 score=-1.0; runner_up=127.0.0.1:2 score=-2.0; owner=127.0.0.1:1 score=-9.0";
+        assert_eq!(conversation([0, 1, 1, 1], [Some(owner); 4]).pod_known, Some(3));
+    }
+
+    #[test]
+    fn without_decision_headers_nothing_is_known() {
+        assert_eq!(conversation([0, 1, 1, 0], [None; 4]), FollowUps { served: 3, on_pod: 1, pod_known: None });
+    }
 }

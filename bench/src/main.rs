@@ -245,7 +245,7 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
                     request_set: set,
                     predicted,
                     measured: measured.result,
-                    follow_ups_on_pod: measured.follow_ups_on_pod,
+                    follow_ups: measured.follow_ups,
                 });
                 bar.inc(1);
             }

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::e2e::FollowUps;
 use crate::results::RunResult;
 
 #[derive(Debug, Clone, Serialize)]
@@ -17,8 +18,8 @@ pub struct E2eRow {
     pub predicted: RunResult,
     /// Through real Envoy, at the client; the prefix hit rate is the pods' own.
     pub measured: RunResult,
-    /// Follow-up turns served by their previous turn's pod, of those served.
-    pub follow_ups_on_pod: (usize, usize),
+    /// Where the conversations' follow-up turns went.
+    pub follow_ups: FollowUps,
 }
 
 impl E2eRow {
@@ -37,12 +38,17 @@ fn reduction(ours: f64, baseline: f64) -> f64 {
 /// One workload's table; `described` says what the workload is.
 pub fn e2e_markdown(described: &str, rows: &[E2eRow], requests: usize, time_scale: f64) -> String {
     let mut out = format!(
-        "\n### {described}\n\n{requests} requests generated; pods {time_scale}× slower than the engine model with arrivals stretched alike; times below are in simulated milliseconds. TTFT is the first SSE chunk at the client. With several replicas, consecutive turns of a conversation go to different replicas.\n\n| policy | predicted TTFT p50 | p90 | p99 | measured TTFT p50 | p90 | p99 | failed | pods' prefix hit rate | follow-ups on their pod |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "\n### {described}\n\n{requests} requests generated; pods {time_scale}× slower than the engine model with arrivals stretched alike; times below are in simulated milliseconds. TTFT is the first SSE chunk at the client. With several replicas, consecutive turns of a conversation go to different replicas.\n\n| policy | predicted TTFT p50 | p90 | p99 | measured TTFT p50 | p90 | p99 | failed | pods' prefix hit rate | follow-ups on their pod (gateway knew the pod) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     );
     for row in rows {
         let (p, m) = (&row.predicted.ttft_ms, &row.measured.ttft_ms);
-        let (same, all) = row.follow_ups_on_pod;
-        let share = if all > 0 { format!("{:.1}% of {all}", 100.0 * same as f64 / all as f64) } else { "-".into() };
+        let FollowUps { served, on_pod, pod_known } = row.follow_ups;
+        let percent = |n: usize| 100.0 * n as f64 / served as f64;
+        let share = match pod_known {
+            _ if served == 0 => "-".into(),
+            Some(known) => format!("{:.1}% of {served} ({:.1}%)", percent(on_pod), percent(known)),
+            None => format!("{:.1}% of {served}", percent(on_pod)),
+        };
         let _ = writeln!(
             out,
             "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {:.1}% | {share} |",
@@ -129,7 +135,7 @@ mod tests {
             request_set,
             predicted: result(400, predicted.0, predicted.1),
             measured: result(400, measured.0, measured.1),
-            follow_ups_on_pod: (0, 0),
+            follow_ups: FollowUps::default(),
         }
     }
 

@@ -64,8 +64,9 @@ impl PodReport {
     fn describe(&self, out: &mut String) {
         let _ = write!(
             out,
-            "{} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} resident_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
+            "{} score={:.1} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} resident_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
             self.endpoint,
+            self.total,
             self.ttft.ttft_ms,
             self.ttft.queue_ms,
             self.ttft.prefill_ms,
@@ -104,6 +105,9 @@ pub struct Decision {
     pub snapshot_age_ms: Option<u64>,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,
+    /// When the request spilled: the best-ranked pod holding the longest prefix match,
+    /// unless it is the runner-up, so the explanation says why it lost.
+    pub owner: Option<PodReport>,
 }
 
 impl Decision {
@@ -141,6 +145,10 @@ impl Decision {
         if let Some(runner_up) = &self.runner_up {
             out.push_str("; runner_up=");
             runner_up.describe(&mut out);
+        }
+        if let Some(owner) = &self.owner {
+            out.push_str("; owner=");
+            owner.describe(&mut out);
         }
         out
     }

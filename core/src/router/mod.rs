@@ -19,7 +19,7 @@ use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    ReplicaPlace, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
+    Candidate, ReplicaPlace, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
     weighted_totals,
 };
 use crate::snapshot::Snapshot;
@@ -255,6 +255,12 @@ impl Router {
         };
         let chosen = report(first).ok_or_else(|| ApiError::no_ready_endpoint(&pool.name, settings.retry_after_s))?;
         let runner_up = ranked.get(1).and_then(|&i| report(i));
+        let spilled = shape.best_matched_blocks > chosen.matched_blocks;
+        let owner = if spilled && runner_up.is_none_or(|r| r.matched_blocks < shape.best_matched_blocks) {
+            best_owner(candidates, totals, shape.best_matched_blocks).and_then(report)
+        } else {
+            None
+        };
         if let Some(limit) = flow.and_then(|f| f.band(band).hold_above_ttft_ms) {
             if chosen.ttft.ttft_ms > limit {
                 return Ok(hold(Some(chosen.ttft.ttft_ms)));
@@ -270,12 +276,13 @@ impl Router {
             endpoints: ranked.iter().filter_map(|&i| candidates.get(i).map(|c| c.endpoint)).collect(),
             basis,
             scoring: settings.scoring,
-            spilled: shape.best_matched_blocks > chosen.matched_blocks,
+            spilled,
             prefix_hashes: hashes,
             pending_prefill_tokens,
             snapshot_age_ms: self.snapshot.as_ref().map(|s| now_ms.saturating_sub(s.created_at_ms)),
             chosen,
             runner_up,
+            owner,
         };
         // The chosen pod will hold the prompt's blocks once this prefill runs, and a
         // request with the same prefix queued behind it there finds them: the claim is
@@ -336,6 +343,17 @@ impl Router {
     pub fn model_list_body(&self, created_s: u64) -> Vec<u8> {
         model_list::body(&self.config, created_s)
     }
+}
+
+/// The candidate with `best_matched_blocks` matched and the highest total, if any.
+fn best_owner(candidates: &[Candidate], totals: &[f64], best_matched_blocks: usize) -> Option<usize> {
+    candidates
+        .iter()
+        .zip(totals)
+        .enumerate()
+        .filter(|(_, (c, _))| c.matched_blocks == best_matched_blocks)
+        .max_by(|(_, (_, a)), (_, (_, b))| a.total_cmp(b))
+        .map(|(i, _)| i)
 }
 
 #[cfg(test)]

@@ -260,6 +260,22 @@ fn a_busy_prefix_owner_spills_to_an_idle_pod() {
     let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
     assert_eq!(d.chosen.endpoint, ep(2));
     assert!(d.spilled);
+    // With two pods the owner is the runner-up, reported once.
+    assert!(d.owner.is_none() && d.explain().contains("runner_up=127.0.0.1:1"), "{}", d.explain());
+}
+
+#[test]
+fn a_spilled_decision_explains_the_owner_it_passed_over() {
+    let pods = vec![pod(1, 40.0, 0.6, 1_000), pod(2, 0.0, 0.1, 1_000), pod(3, 0.0, 0.1, 1_000)];
+    let (mut router, mut ledger) = router_with(pods);
+    let prompt = chat("base", &"shared system prompt ".repeat(20));
+    router.record_prefix(ep(1), &hashes_of(&prompt));
+    let d = router.route(&prompt, 1_010, &mut ledger).unwrap();
+    assert!(d.spilled && d.chosen.endpoint != ep(1), "{}", d.explain());
+    let owner = d.owner.expect("the owner ranked third is reported");
+    assert_eq!(owner.endpoint, ep(1));
+    assert!(owner.matched_blocks > d.chosen.matched_blocks);
+    assert!(d.explain().contains("; owner=127.0.0.1:1 score=-"), "{}", d.explain());
 }
 
 #[test]
