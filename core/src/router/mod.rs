@@ -19,7 +19,7 @@ use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    Candidate, ReplicaPlace, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
+    Candidate, OtherShares, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
     weighted_totals,
 };
 use crate::snapshot::Snapshot;
@@ -38,8 +38,9 @@ pub struct Router {
     peer_load: HashMap<Endpoint, PodLoad>,
     /// Gateway replicas, this one included, from the snapshot.
     replicas: u32,
-    /// This replica's place among them, from the snapshot: its share of the pods.
-    place: ReplicaPlace,
+    /// The pods dealt to the other replicas, from the snapshot and this replica's
+    /// place among them.
+    others_shares: OtherShares,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
@@ -61,7 +62,7 @@ impl Router {
             baseline: HashMap::new(),
             peer_load: HashMap::new(),
             replicas: 1,
-            place: ReplicaPlace::ALONE,
+            others_shares: OtherShares::default(),
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
@@ -94,7 +95,7 @@ impl Router {
         let peers = std::mem::take(&mut snapshot.peers);
         self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         self.replicas = peers.replicas.max(1);
-        self.place = peers.place();
+        self.others_shares = OtherShares::deal(&snapshot.pools, peers.place());
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -226,8 +227,7 @@ impl Router {
             ScoringMode::PredictedTtft => {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
-                let shares = &mut tables.shares;
-                prefer_own_share(candidates, &tables.breakdowns, &shape, self.place, shares, &mut tables.totals);
+                prefer_own_share(candidates, &tables.breakdowns, &shape, &self.others_shares, &mut tables.totals);
             }
             ScoringMode::Weighted => weighted_totals(
                 candidates,

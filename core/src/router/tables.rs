@@ -19,6 +19,4 @@ pub(super) struct PodTables {
     pub eligible: Vec<bool>,
     /// (total, tie-break, index) of the eligible candidates, for ranking.
     pub order: Vec<(f64, u64, usize)>,
-    /// (address hash, index) of the candidates, to deal them to the replicas.
-    pub shares: Vec<(u64, usize)>,
 }

@@ -9,10 +9,11 @@
 //! 0.4–1.4 s later; 26–35 of the run's 38–53 requests over 600 ms came within 50 ms of
 //! another replica's request to the same pod, too soon for any exchange to tell.
 //!
-//! So the pods, in the order of their addresses' hashes, are dealt to the replicas like
-//! cards (the agent tells each replica its place), and on a pod dealt to another
-//! replica a request costs one more prefill of its own, the wait one request like it,
-//! sent there by that replica at the same moment, would add. Cold requests arriving
+//! So each pool's ready pods, in the order of their addresses' hashes, are dealt to the
+//! replicas like cards (the agent tells each replica its place) when a snapshot is
+//! adopted, and on a pod dealt to another replica a request costs one more prefill of
+//! its own, the wait one request like it, sent there by that replica at the same
+//! moment, would add. Cold requests arriving
 //! together at different replicas then start on different pods. The owner of a real
 //! prefix match (as `keep_with_owner` counts one: not a short shared preamble) pays
 //! nothing more whoever it was dealt to: requests that share a prefix belong together,
@@ -32,11 +33,13 @@
 //! shares, 3,045 ms with shares that exempted every holder of that block, 2,540 ms
 //! now, against 2,096 ms for one gateway (one run each).
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use super::prefix_affinity::{has_real_owner, is_prefix_owner};
 use super::{Candidate, RequestShape, TtftBreakdown};
 use crate::endpoint::Endpoint;
+use crate::snapshot::PoolState;
 
 /// What a request pays on a pod of another replica's share, in its own prefills there.
 pub const OTHER_SHARE_PREFILLS: f64 = 1.0;
@@ -55,33 +58,53 @@ impl ReplicaPlace {
     pub const ALONE: Self = Self { replicas: 1, index: 0 };
 }
 
-/// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to
-/// replicas other than `place` by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`'
-/// prefill; the owners of a real prefix match of `shape` are left as they are.
-/// `order` is a buffer the caller keeps between calls.
+/// The pods dealt to the other replicas: every replica deals each pool's ready pods
+/// alike, from the same snapshot, so their shares do not overlap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtherShares(HashSet<Endpoint>);
+
+impl OtherShares {
+    /// Deals each pool's ready pods, in the order of their addresses' hashes, to the
+    /// replicas in turn. Alone, or at a place outside the count, nothing is another's.
+    pub fn deal(pools: &[PoolState], place: ReplicaPlace) -> Self {
+        let ReplicaPlace { replicas, index } = place;
+        if replicas <= 1 || index >= replicas {
+            return Self::default();
+        }
+        let mut others = HashSet::new();
+        let mut order: Vec<(u64, Endpoint)> = Vec::new();
+        for pool in pools {
+            order.clear();
+            order.extend(pool.pods.iter().filter(|p| p.ready).map(|p| (address_hash(p.address), p.address)));
+            order.sort_unstable();
+            let dealt = order.iter().enumerate().map(|(i, &(_, pod))| (i as u64 % u64::from(replicas), pod));
+            others.extend(dealt.filter(|&(to, _)| to != u64::from(index)).map(|(_, pod)| pod));
+        }
+        Self(others)
+    }
+
+    pub fn contains(&self, pod: Endpoint) -> bool {
+        self.0.contains(&pod)
+    }
+}
+
+/// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to other
+/// replicas by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`' prefill; the owners
+/// of a real prefix match of `shape` are left as they are.
 pub fn prefer_own_share(
     candidates: &[Candidate],
     breakdowns: &[TtftBreakdown],
     shape: &RequestShape,
-    place: ReplicaPlace,
-    order: &mut Vec<(u64, usize)>,
+    others: &OtherShares,
     totals: &mut [f64],
 ) {
-    let ReplicaPlace { replicas, index } = place;
-    if replicas <= 1 || index >= replicas {
+    if others.0.is_empty() {
         return;
     }
     let real_owner = has_real_owner(shape);
-    order.clear();
-    order.extend(candidates.iter().enumerate().map(|(i, c)| (address_hash(c.endpoint), i)));
-    order.sort_unstable();
-    for (place, &(_, i)) in order.iter().enumerate() {
-        let owner = real_owner
-            && candidates.get(i).is_some_and(|c| is_prefix_owner(c.matched_blocks, shape.best_matched_blocks));
-        if owner || place as u64 % u64::from(replicas) == u64::from(index) {
-            continue;
-        }
-        if let (Some(total), Some(breakdown)) = (totals.get_mut(i), breakdowns.get(i)) {
+    for ((c, breakdown), total) in candidates.iter().zip(breakdowns).zip(totals.iter_mut()) {
+        let owner = real_owner && is_prefix_owner(c.matched_blocks, shape.best_matched_blocks);
+        if !owner && others.contains(c.endpoint) {
             *total -= OTHER_SHARE_PREFILLS * breakdown.prefill_ms;
         }
     }
@@ -104,6 +127,7 @@ fn address_hash(endpoint: Endpoint) -> u64 {
 mod tests {
     use super::super::candidate;
     use super::*;
+    use crate::snapshot::PodState;
 
     fn shape(best_matched_blocks: usize) -> RequestShape {
         RequestShape { prompt_tokens: 7_200.0, tokens_per_block: 16.0, output_tokens: 192.0, best_matched_blocks }
@@ -132,29 +156,40 @@ mod tests {
         (1..=n).map(|port| candidate(port, 0.0, 0.0, None)).collect()
     }
 
-    /// The candidates each replica keeps at their cost, for `replicas` equal idle pods.
+    /// One pool of the candidates' pods, ready or not, in their order.
+    fn pool(candidates: &[Candidate], ready: impl Fn(usize) -> bool) -> Vec<PoolState> {
+        let pods = candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| PodState { address: c.endpoint, ready: ready(i), scraped_at_ms: None, signals: None })
+            .collect();
+        vec![PoolState { name: "fleet".into(), pods }]
+    }
+
+    /// The pods each replica keeps for itself, by index in `candidates`.
     fn shares(candidates: &[Candidate], replicas: u32) -> Vec<Vec<usize>> {
-        let breakdowns = vec![breakdown(300.0); candidates.len()];
+        let pools = pool(candidates, |_| true);
         (0..replicas)
             .map(|index| {
-                let mut totals = vec![-300.0; candidates.len()];
-                prefer_own_share(
-                    candidates,
-                    &breakdowns,
-                    &shape(0),
-                    place(replicas, index),
-                    &mut Vec::new(),
-                    &mut totals,
-                );
-                (0..candidates.len()).filter(|&i| totals.get(i) == Some(&-300.0)).collect()
+                let others = OtherShares::deal(&pools, place(replicas, index));
+                (0..candidates.len())
+                    .filter(|&i| candidates.get(i).is_some_and(|c| !others.contains(c.endpoint)))
+                    .collect()
             })
             .collect()
+    }
+
+    /// The replica whose share holds candidate 0, of two.
+    fn owner_of_first(candidates: &[Candidate]) -> u32 {
+        let dealt = shares(candidates, 2);
+        u32::from(!dealt.first().is_some_and(|share| share.contains(&0)))
     }
 
     #[test]
     fn one_gateway_keeps_its_exact_ranking() {
         let candidates = pods(4);
         assert_eq!(shares(&candidates, 1), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(OtherShares::deal(&pool(&candidates, |_| true), place(3, 3)), OtherShares::default());
     }
 
     #[test]
@@ -186,17 +221,33 @@ mod tests {
     }
 
     #[test]
+    fn only_ready_pods_are_dealt() {
+        // Two replicas, four pods, two of them not ready: each replica gets one ready pod.
+        let candidates = pods(4);
+        let pools = pool(&candidates, |i| i < 2);
+        let own: Vec<usize> = (0..2)
+            .map(|index| {
+                let others = OtherShares::deal(&pools, place(2, index));
+                candidates.iter().take(2).filter(|c| !others.contains(c.endpoint)).count()
+            })
+            .collect();
+        assert_eq!(own, vec![1, 1]);
+    }
+
+    #[test]
     fn a_prefix_owner_pays_nothing_more_whoever_it_was_dealt_to() {
         // Two replicas, two pods; pod 0 holds the prompt's 375 shared blocks.
         let mut candidates = pods(2);
         if let Some(owner) = candidates.first_mut() {
             owner.matched_blocks = 375;
         }
+        let pools = pool(&candidates, |_| true);
         let breakdowns = [breakdown(75.0), breakdown(330.0)];
         let mut penalised = Vec::new();
         for index in 0..2 {
             let mut totals = vec![-120.0, -330.0];
-            prefer_own_share(&candidates, &breakdowns, &shape(375), place(2, index), &mut Vec::new(), &mut totals);
+            let others = OtherShares::deal(&pools, place(2, index));
+            prefer_own_share(&candidates, &breakdowns, &shape(375), &others, &mut totals);
             assert_eq!(totals.first(), Some(&-120.0), "replica {index}");
             penalised.push(totals.get(1) == Some(&-660.0));
         }
@@ -212,11 +263,13 @@ mod tests {
         if let Some(first) = candidates.first_mut() {
             first.matched_blocks = 8;
         }
+        let pools = pool(&candidates, |_| true);
         let breakdowns = [breakdown(330.0); 2];
         let penalised: usize = (0..2)
             .map(|index| {
                 let mut totals = vec![-330.0; 2];
-                prefer_own_share(&candidates, &breakdowns, &shape(8), place(2, index), &mut Vec::new(), &mut totals);
+                let others = OtherShares::deal(&pools, place(2, index));
+                prefer_own_share(&candidates, &breakdowns, &shape(8), &others, &mut totals);
                 totals.iter().filter(|t| **t < -330.0).count()
             })
             .sum();
@@ -228,15 +281,10 @@ mod tests {
         // The replica's own pod has a queue of two prefills; another's is idle.
         let candidates = pods(2);
         let breakdowns = [breakdown(300.0); 2];
-        let own = (0..2)
-            .find(|&index| {
-                let mut totals = vec![-300.0; 2];
-                prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, index), &mut Vec::new(), &mut totals);
-                totals.first() == Some(&-300.0)
-            })
-            .expect("with two pods and two replicas, pod 0 is dealt to one of them");
+        let own = owner_of_first(&candidates);
+        let others = OtherShares::deal(&pool(&candidates, |_| true), place(2, own));
         let mut totals = vec![-900.0, -300.0];
-        prefer_own_share(&candidates, &breakdowns, &shape(0), place(2, own), &mut Vec::new(), &mut totals);
+        prefer_own_share(&candidates, &breakdowns, &shape(0), &others, &mut totals);
         assert_eq!(totals, vec![-900.0, -600.0]);
     }
 }
