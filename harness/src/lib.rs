@@ -11,6 +11,7 @@ pub mod artifacts;
 pub mod client;
 pub mod engine_stack;
 pub mod engines;
+pub mod favoured;
 pub mod fleet;
 pub mod llamacpp;
 pub mod picker;

@@ -13,4 +13,4 @@ pub mod kube_api;
 pub mod listener_file;
 
 pub use infergate_harness::{BootstrapWriter, ModelSpec, Reply, Stack, StackSpec, chat_body};
-pub use infergate_harness::{artifacts, client, engine_stack, engines, fleet, procfs, soak, stack, upload};
+pub use infergate_harness::{artifacts, client, engine_stack, engines, favoured, fleet, procfs, soak, stack, upload};
