@@ -407,6 +407,8 @@ async fn round(
         if let Some(Ok(answer)) = &attempt.result {
             take_digest(exchange, index, target, answer, now, telemetry);
         }
+        // A push held back by the backoff (`None`) leaves the replica failing.
+        exchange.pushed(index, matches!(attempt.result, Some(Ok(_))));
         match attempt.result {
             Some(Ok(_)) if attempt.was_failing => {
                 any_accepted = true;

@@ -20,6 +20,8 @@ struct Replica {
     /// What this replica last said it has in flight, and when.
     load: Vec<PeerLoad>,
     load_at: Option<Instant>,
+    /// Its last push failed: it has no place among the replicas until one succeeds.
+    failing: bool,
 }
 
 /// The exchange between the replicas the agent pushes to.
@@ -57,12 +59,29 @@ impl ReplicaExchange {
     /// last snapshot (taken from its inbox: if the push fails, they are lost, and the
     /// conversations concerned find their pod again from that replica's own decisions)
     /// and the others' summed load. Empty with one replica.
+    ///
+    /// The count and the place, which deal the pods into shares, are among the replicas
+    /// whose last push succeeded: a replica that stopped answering gives its share up at
+    /// the next push, and is told no place (so has no share) until it answers again.
     pub fn outgoing(&mut self, index: usize, now: Instant) -> ReplicaDigest {
         let load = self.load_except(index, now);
-        let replicas = u32::try_from(self.replicas.len()).unwrap_or(u32::MAX);
+        let live = self.replicas.iter().filter(|r| !r.failing).count();
+        let place = self.replicas.iter().take(index).filter(|r| !r.failing).count();
         let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
         replica.inbox_hashes = 0;
-        ReplicaDigest { records: replica.inbox.drain(..).collect(), load, replicas, index: u32::try_from(index).ok() }
+        ReplicaDigest {
+            records: replica.inbox.drain(..).collect(),
+            load,
+            replicas: u32::try_from(live.max(1)).unwrap_or(u32::MAX),
+            index: if replica.failing { None } else { u32::try_from(place).ok() },
+        }
+    }
+
+    /// Whether replica `index`'s last push succeeded (see [`Self::outgoing`]).
+    pub fn pushed(&mut self, index: usize, ok: bool) {
+        if let Some(replica) = self.replicas.get_mut(index) {
+            replica.failing = !ok;
+        }
     }
 
     /// Replica `index` answered its push with `digest`: its records go to every other
@@ -157,6 +176,23 @@ mod tests {
             .map(|digest| (digest.replicas, digest.index.unwrap_or(u32::MAX)))
             .collect();
         assert_eq!(places, [(3, 0), (3, 1), (3, 2)]);
+    }
+
+    #[test]
+    fn a_replica_whose_push_fails_gives_up_its_place_until_one_succeeds() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(3));
+        let places = |exchange: &mut ReplicaExchange| -> Vec<(u32, Option<u32>)> {
+            (0..3).map(|i| exchange.outgoing(i, now)).map(|digest| (digest.replicas, digest.index)).collect()
+        };
+        exchange.pushed(1, false);
+        assert_eq!(places(&mut exchange), [(2, Some(0)), (2, None), (2, Some(1))]);
+        exchange.pushed(1, true);
+        assert_eq!(places(&mut exchange), [(3, Some(0)), (3, Some(1)), (3, Some(2))]);
+        // With every push failing, each is told it is alone: no shares.
+        (0..3).for_each(|i| exchange.pushed(i, false));
+        assert_eq!(places(&mut exchange), [(1, None); 3]);
     }
 
     #[test]
