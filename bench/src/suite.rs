@@ -145,3 +145,16 @@ pub fn e2e_workload() -> BurstyChat {
         burst_s: 5.0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_part_2_names_are_the_part_2_workloads() {
+        // Without a trace, every part-2 workload but the replay.
+        let mut built: Vec<&str> = e2e_workloads(None).iter().map(|(w, _)| w.name()).collect();
+        built.push(TraceReplay::NAME);
+        assert_eq!(built, E2E_WORKLOAD_NAMES);
+    }
+}
