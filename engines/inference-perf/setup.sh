@@ -31,17 +31,9 @@ tokenizer_dir=$repo/.cache/models/smollm2-135m-instruct
 python_wanted=${INFERENCE_PERF_PYTHON:-}
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$here/../lib.sh"
 
-started=$SECONDS
-step_started=$SECONDS
-banner() {
-    echo "==> [$((SECONDS - started))s] $*"
-    step_started=$SECONDS
-}
-done_in() {
-    echo "==> [$((SECONDS - started))s] $1 done in $((SECONDS - step_started))s"
-}
 
 # True when $1 runs and is CPython >= 3.12. A pyenv shim for a version that
 # is installed but not selected exists on PATH yet fails when run, so each
@@ -118,17 +110,7 @@ PY
 
 install_venv() {
     local want=$1 python=$2
-    if [[ -e $venv ]]; then
-        # Only ever delete something that is a venv.
-        if [[ ! -f $venv/pyvenv.cfg ]]; then
-            echo "setup.sh: $venv exists and is not a venv; refusing to replace it" >&2
-            exit 1
-        fi
-        banner "venv: lock or interpreter changed, or install unfinished; removing $venv"
-        rm -rf "$venv"
-    fi
-    banner "venv: creating $venv with $("$python" --version) ($python)"
-    "$python" -m venv "$venv"
+    fresh_venv "$venv" "$python" "lock or interpreter changed, or install unfinished"
     banner "venv: installing $(grep -c '^[A-Za-z0-9]' "$lock") packages of requirements.lock"
     # --no-deps: the lock is complete, so nothing unpinned can come in.
     # --only-binary: no sdist builds (they would need compilers and time).
@@ -146,7 +128,7 @@ want=$({
     echo "python $python_version"
 } | sha256sum | cut -d' ' -f1)
 
-if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $venv/bin/inference-perf ]]; then
+if stamp_ok "$stamp" "$want" && [[ -x $venv/bin/inference-perf ]]; then
     banner "venv: $venv matches requirements.lock (python $python_version); skipped"
 else
     install_venv "$want" "$python"

