@@ -160,10 +160,27 @@ pub struct FollowUps {
     pub served: usize,
     /// Served by their previous turn's pod.
     pub on_pod: usize,
-    /// Decided by a gateway that knew their previous turn's pod: served there, or
-    /// spilled past it with it named as the prefix owner (`runner_up=` or `owner=` in
-    /// the decision). `None` without decision headers (the baselines).
+    /// Decided by a gateway whose prefix index held the previous turn's whole prompt on
+    /// its pod: that pod, with at least as many matched blocks as the previous prompt
+    /// had, was chosen, or was the prefix owner the request spilled past. `None`
+    /// without decision headers (the baselines).
     pub pod_known: Option<usize>,
+}
+
+/// The prompt's block count in a decision header (`; prefix_blocks=N;`).
+fn prompt_blocks(decision: &str) -> Option<f64> {
+    decision.split("; ").find_map(|part| part.strip_prefix("prefix_blocks=")?.parse().ok())
+}
+
+/// Whether `decision` shows `pod` holding `blocks` or more of the prompt: chosen with
+/// them, or passed over as the prefix owner (`owner=` when the header names one, else
+/// the runner-up, which then holds the longest match).
+fn holds_previous_prompt(decision: &str, pod: &str, blocks: f64) -> bool {
+    let entry = |role: &str| decision.split("; ").find(|part| part.starts_with(&format!("{role}={pod} ")));
+    let holds = |role: &str| entry(role).and_then(|e| explained(e, "prefix_blocks=")).is_some_and(|b| b >= blocks);
+    let owner_named = decision.split("; ").any(|part| part.starts_with("owner="));
+    let passed_over = if owner_named { "owner" } else { "runner_up" };
+    holds("chosen") || (decision.contains("spilled=true") && holds(passed_over))
 }
 
 impl FollowUps {
@@ -178,14 +195,15 @@ impl FollowUps {
             counts.served += 1;
             let on_pod = before.pod == now.pod;
             counts.on_pod += usize::from(on_pod);
-            let previous_pod = trace.get(previous).and_then(|l| l.pod.as_deref()).unwrap_or("");
-            match trace.get(id).and_then(|l| l.decision.as_deref()) {
-                Some(decision) => {
-                    let named = |role: &str| decision.contains(&format!("{role}={previous_pod} "));
-                    let known = on_pod || (decision.contains("spilled=true") && (named("runner_up") || named("owner")));
+            let previous_line = trace.get(previous);
+            let previous_pod = previous_line.and_then(|l| l.pod.as_deref()).unwrap_or("");
+            let previous_blocks = previous_line.and_then(|l| l.decision.as_deref()).and_then(prompt_blocks);
+            match (trace.get(id).and_then(|l| l.decision.as_deref()), previous_blocks) {
+                (Some(decision), Some(previous_blocks)) => {
+                    let known = holds_previous_prompt(decision, previous_pod, previous_blocks);
                     *counts.pod_known.get_or_insert(0) += usize::from(known);
                 }
-                None => decided = false,
+                _ => decided = false,
             }
         }
         if !decided {
@@ -320,7 +338,7 @@ mod tests {
     use crate::workloads::CalibrationPlan;
 
     /// One conversation of four turns, served by these pods, with these decisions.
-    fn conversation(pods: [usize; 4], decisions: [Option<&str>; 4]) -> FollowUps {
+    fn conversation(pods: [usize; 4], decisions: [Option<&String>; 4]) -> FollowUps {
         let turn =
             |arrival| BenchRequest { arrival, model: "m".into(), adapter: None, prompt: Vec::new(), output_tokens: 1 };
         let scenario = Scenario {
@@ -346,22 +364,53 @@ mod tests {
             .zip(decisions)
             .map(|(&pod, decision)| TraceLine {
                 pod: names.get(pod).map(|n| n.to_string()),
-                decision: decision.map(str::to_string),
+                decision: decision.cloned(),
                 ..TraceLine::default()
             })
             .collect();
         FollowUps::count(&scenario, &outcomes, &trace)
     }
 
+    /// A decision header: the prompt's blocks, then `role=pod prefix_blocks=n` entries.
+    fn header(spilled: bool, prompt_blocks: usize, entries: &[(&str, usize, usize)]) -> String {
+        let mut out = format!("pool=a; spilled={spilled}; prefix_blocks={prompt_blocks}; snapshot_age_ms=5");
+        for (role, port, blocks) in entries {
+            out.push_str(&format!(
+                "; {role}=127.0.0.1:{port} score=-1.0 ttft_ms=1.0 prefix_blocks={blocks} adapter=NotNeeded"
+            ));
+        }
+        out
+    }
+
     #[test]
-    fn a_follow_up_spilled_past_its_named_pod_counts_as_known() {
-        let kept = "spilled=false; chosen=127.0.0.1:1 score=-1.0";
-        let spilled = "spilled=true; chosen=127.0.0.1:2 score=-1.0; runner_up=127.0.0.1:1 score=-9.0";
-        let blind = "spilled=false; chosen=127.0.0.1:1 score=-1.0; runner_up=127.0.0.1:2 score=-2.0";
-        let counts = conversation([0, 0, 1, 0], [Some(kept), Some(kept), Some(spilled), Some(blind)]);
+    fn a_follow_up_counts_as_known_when_its_pod_held_the_previous_prompt() {
+        let first = header(false, 10, &[("chosen", 1, 0)]);
+        // On its pod with the whole previous prompt (10 blocks) matched: known.
+        let kept = header(false, 14, &[("chosen", 1, 10), ("runner_up", 2, 0)]);
+        // Spilled past the runner-up, the pod holding the previous prompt: known.
+        let spilled = header(true, 18, &[("chosen", 2, 0), ("runner_up", 1, 14)]);
+        // Back on pod 1, but matched only the first turn there: the previous turn's
+        // record (pod 2) was not known.
+        let blind = header(false, 22, &[("chosen", 1, 14), ("runner_up", 2, 0)]);
+        let counts = conversation([0, 0, 1, 0], [Some(&first), Some(&kept), Some(&spilled), Some(&blind)]);
         assert_eq!(counts, FollowUps { served: 3, on_pod: 1, pod_known: Some(2) });
-        let owner = "spilled=true; chosen=127.0.0.1:2 score=-1.0; runner_up=127.0.0.1:2 score=-2.0; owner=127.0.0.1:1 score=-9.0";
-        assert_eq!(conversation([0, 1, 1, 1], [Some(owner); 4]).pod_known, Some(3));
+    }
+
+    #[test]
+    fn with_an_owner_named_the_runner_up_does_not_count() {
+        let first = header(false, 10, &[("chosen", 1, 0)]);
+        // Pod 1 served turn 0 and is the runner-up, but the header names pod 2 as the
+        // owner: pod 1 did not hold the longest match.
+        let owner_elsewhere = header(true, 14, &[("chosen", 2, 0), ("runner_up", 1, 10), ("owner", 2, 12)]);
+        let counts = conversation([0, 1, 1, 1], [Some(&first), Some(&owner_elsewhere), None, None]);
+        assert_eq!(counts.pod_known, None, "turns 2 and 3 have no decision");
+        let owner_is_it = header(true, 14, &[("chosen", 2, 0), ("runner_up", 2, 0), ("owner", 1, 10)]);
+        let kept = header(false, 18, &[("chosen", 2, 14)]);
+        let kept_again = header(false, 22, &[("chosen", 2, 18)]);
+        let both = [Some(&first), Some(&owner_elsewhere), Some(&kept), Some(&kept_again)];
+        assert_eq!(conversation([0, 1, 1, 1], both).pod_known, Some(2), "turn 1 not known, 2 and 3 known");
+        let both = [Some(&first), Some(&owner_is_it), Some(&kept), Some(&kept_again)];
+        assert_eq!(conversation([0, 1, 1, 1], both).pod_known, Some(3));
     }
 
     #[test]

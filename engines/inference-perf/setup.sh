@@ -34,7 +34,6 @@ pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$here/../lib.sh"
 
-
 # True when $1 runs and is CPython >= 3.12. A pyenv shim for a version that
 # is installed but not selected exists on PATH yet fails when run, so each
 # candidate is run, not just looked up.

@@ -65,7 +65,6 @@ model=$dir/models/$MODEL_FILE
 # shellcheck source=SCRIPTDIR/../lib.sh
 source "$here/../lib.sh"
 
-
 mkdir -p "$dir"
 
 # 1. tools
@@ -73,8 +72,8 @@ want_tools="${TOOL_PINS[*]}"
 if stamp_ok "$tools/.infergate-stamp" "$want_tools"; then
     banner "tools: ${TOOL_PINS[*]} in $tools; skipped"
 else
-    fresh_venv "$tools" "$python" "tool pins changed"
     banner "tools: ${TOOL_PINS[*]} into $tools"
+    fresh_venv "$tools" "$python" "tool pins changed, or install unfinished"
     "$tools/bin/pip" install --quiet --only-binary :all: "${TOOL_PINS[@]}"
     echo "$want_tools" >"$tools/.infergate-stamp"
     done_in "tools"

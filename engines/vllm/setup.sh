@@ -43,7 +43,6 @@ source "$here/../lib.sh"
 # vLLM warns about any VLLM_* variable it does not know; these are ours.
 unset VLLM_VENV VLLM_MODEL_DIR VLLM_LORA_DIR VLLM_PYTHON VLLM_WHEELHOUSE
 
-
 pick_python() {
     local candidate
     for candidate in "$python_wanted" python3.11 python3; do

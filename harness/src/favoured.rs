@@ -4,9 +4,9 @@
 //! With the parallel tests' stacks on 2 cores, a few decisions now and then see pods
 //! pinned as loaded as idle (`waiting=0 running=0 kv=0.00` on fresh signals), behind
 //! the Wasm filter and the native picker alike; the cause is not yet known. So a
-//! count gets a second round when the first falls short, and every stray is reported
-//! with its decision and what the pods' `/metrics` said right after it, so that a
-//! failure explains itself.
+//! count gets a second round when the first falls short, and the first strays are
+//! reported with their decision and what the pods' `/metrics` said right after, so
+//! that a failure explains itself.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -75,7 +75,7 @@ impl Stack {
                 .lines()
                 .filter(|l| !l.starts_with('#'))
                 .filter(|l| {
-                    ["num_requests_waiting", "num_requests_running", "kv_cache_usage"].iter().any(|k| l.contains(k))
+                    ["num_requests_waiting", "num_requests_running", "cache_usage_perc"].iter().any(|k| l.contains(k))
                 })
                 .filter_map(|l| {
                     let (series, value) = l.rsplit_once(' ')?;

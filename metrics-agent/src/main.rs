@@ -407,8 +407,10 @@ async fn round(
         if let Some(Ok(answer)) = &attempt.result {
             take_digest(exchange, index, target, answer, now, telemetry);
         }
-        // A push held back by the backoff (`None`) leaves the replica failing.
-        exchange.pushed(index, matches!(attempt.result, Some(Ok(_))));
+        // A push held back by the backoff (`None`) changes nothing.
+        if let Some(result) = &attempt.result {
+            exchange.pushed(index, result.is_ok());
+        }
         match attempt.result {
             Some(Ok(_)) if attempt.was_failing => {
                 any_accepted = true;

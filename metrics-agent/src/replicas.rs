@@ -20,9 +20,20 @@ struct Replica {
     /// What this replica last said it has in flight, and when.
     load: Vec<PeerLoad>,
     load_at: Option<Instant>,
-    /// Its last push failed: it has no place among the replicas until one succeeds.
-    failing: bool,
+    /// Pushes that failed in a row; from [`PUSH_FAILURES_TO_LOSE_PLACE`] it has no place
+    /// among the replicas until one succeeds.
+    failed_pushes: u32,
 }
+
+impl Replica {
+    fn has_place(&self) -> bool {
+        self.failed_pushes < PUSH_FAILURES_TO_LOSE_PLACE
+    }
+}
+
+/// Failed pushes in a row after which a replica gives its share of the pods up: more
+/// than one, so that a single timeout does not deal every replica's share again.
+const PUSH_FAILURES_TO_LOSE_PLACE: u32 = 2;
 
 /// The exchange between the replicas the agent pushes to.
 #[derive(Debug)]
@@ -61,26 +72,27 @@ impl ReplicaExchange {
     /// and the others' summed load. Empty with one replica.
     ///
     /// The count and the place, which deal the pods into shares, are among the replicas
-    /// whose last push succeeded: a replica that stopped answering gives its share up at
-    /// the next push, and is told no place (so has no share) until it answers again.
+    /// whose pushes succeed: a replica whose last two pushes failed gives its share up
+    /// at the next push, and is told no place (so has no share) until one succeeds and
+    /// it is pushed to again.
     pub fn outgoing(&mut self, index: usize, now: Instant) -> ReplicaDigest {
         let load = self.load_except(index, now);
-        let live = self.replicas.iter().filter(|r| !r.failing).count();
-        let place = self.replicas.iter().take(index).filter(|r| !r.failing).count();
+        let live = self.replicas.iter().filter(|r| r.has_place()).count();
+        let place = self.replicas.iter().take(index).filter(|r| r.has_place()).count();
         let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
         replica.inbox_hashes = 0;
         ReplicaDigest {
             records: replica.inbox.drain(..).collect(),
             load,
             replicas: u32::try_from(live.max(1)).unwrap_or(u32::MAX),
-            index: if replica.failing { None } else { u32::try_from(place).ok() },
+            index: if replica.has_place() { u32::try_from(place).ok() } else { None },
         }
     }
 
-    /// Whether replica `index`'s last push succeeded (see [`Self::outgoing`]).
+    /// Whether a push to replica `index` succeeded (see [`Self::outgoing`]).
     pub fn pushed(&mut self, index: usize, ok: bool) {
         if let Some(replica) = self.replicas.get_mut(index) {
-            replica.failing = !ok;
+            replica.failed_pushes = if ok { 0 } else { replica.failed_pushes.saturating_add(1) };
         }
     }
 
@@ -186,12 +198,17 @@ mod tests {
         let places = |exchange: &mut ReplicaExchange| -> Vec<(u32, Option<u32>)> {
             (0..3).map(|i| exchange.outgoing(i, now)).map(|digest| (digest.replicas, digest.index)).collect()
         };
+        let all_three = [(3, Some(0)), (3, Some(1)), (3, Some(2))];
+        exchange.pushed(1, false);
+        assert_eq!(places(&mut exchange), all_three, "one failure deals nothing again");
         exchange.pushed(1, false);
         assert_eq!(places(&mut exchange), [(2, Some(0)), (2, None), (2, Some(1))]);
         exchange.pushed(1, true);
-        assert_eq!(places(&mut exchange), [(3, Some(0)), (3, Some(1)), (3, Some(2))]);
+        assert_eq!(places(&mut exchange), all_three);
         // With every push failing, each is told it is alone: no shares.
-        (0..3).for_each(|i| exchange.pushed(i, false));
+        for _ in 0..2 {
+            (0..3).for_each(|i| exchange.pushed(i, false));
+        }
         assert_eq!(places(&mut exchange), [(1, None); 3]);
     }
 

@@ -105,8 +105,9 @@ pub struct Decision {
     pub snapshot_age_ms: Option<u64>,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,
-    /// When the request spilled: the best-ranked pod holding the longest prefix match,
-    /// unless it is the runner-up, so the explanation says why it lost.
+    /// When the request spilled: of the pods holding the longest prefix match, the one
+    /// with the highest score, unless the runner-up holds it, so that the explanation
+    /// says why the owner lost.
     pub owner: Option<PodReport>,
 }
 

@@ -227,7 +227,8 @@ impl Router {
             ScoringMode::PredictedTtft => {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
-                prefer_own_share(candidates, &tables.breakdowns, &shape, &self.others_shares, &mut tables.totals);
+                let others = (&self.others_shares, pool.name.as_str());
+                prefer_own_share(candidates, &tables.breakdowns, &shape, others, &mut tables.totals);
             }
             ScoringMode::Weighted => weighted_totals(
                 candidates,

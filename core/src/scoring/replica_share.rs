@@ -33,7 +33,7 @@
 //! shares, 3,045 ms with shares that exempted every holder of that block, 2,540 ms
 //! now, against 2,096 ms for one gateway (one run each).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use super::prefix_affinity::{has_real_owner, is_prefix_owner};
@@ -58,10 +58,11 @@ impl ReplicaPlace {
     pub const ALONE: Self = Self { replicas: 1, index: 0 };
 }
 
-/// The pods dealt to the other replicas: every replica deals each pool's ready pods
-/// alike, from the same snapshot, so their shares do not overlap.
+/// The pods dealt to the other replicas, per pool (a pod may serve two pools, dealt
+/// in each): every replica deals each pool's ready pods alike, from the same
+/// snapshot, so their shares do not overlap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OtherShares(HashSet<Endpoint>);
+pub struct OtherShares(HashMap<String, HashSet<Endpoint>>);
 
 impl OtherShares {
     /// Deals each pool's ready pods, in the order of their addresses' hashes, to the
@@ -71,31 +72,34 @@ impl OtherShares {
         if replicas <= 1 || index >= replicas {
             return Self::default();
         }
-        let mut others = HashSet::new();
+        let mut others = HashMap::new();
         let mut order: Vec<(u64, Endpoint)> = Vec::new();
         for pool in pools {
             order.clear();
             order.extend(pool.pods.iter().filter(|p| p.ready).map(|p| (address_hash(p.address), p.address)));
             order.sort_unstable();
             let dealt = order.iter().enumerate().map(|(i, &(_, pod))| (i as u64 % u64::from(replicas), pod));
-            others.extend(dealt.filter(|&(to, _)| to != u64::from(index)).map(|(_, pod)| pod));
+            let theirs: HashSet<Endpoint> =
+                dealt.filter(|&(to, _)| to != u64::from(index)).map(|(_, pod)| pod).collect();
+            others.insert(pool.name.clone(), theirs);
         }
         Self(others)
     }
 
-    pub fn contains(&self, pod: Endpoint) -> bool {
-        self.0.contains(&pod)
+    /// Whether `pod` of `pool` was dealt to another replica.
+    pub fn contains(&self, pool: &str, pod: Endpoint) -> bool {
+        self.0.get(pool).is_some_and(|theirs| theirs.contains(&pod))
     }
 }
 
-/// Lowers, in `totals` (negated costs, higher is better), the candidates dealt to other
-/// replicas by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`' prefill; the owners
-/// of a real prefix match of `shape` are left as they are.
+/// Lowers, in `totals` (negated costs, higher is better), the candidates of `pool`
+/// dealt to other replicas by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`'
+/// prefill; the owners of a real prefix match of `shape` are left as they are.
 pub fn prefer_own_share(
     candidates: &[Candidate],
     breakdowns: &[TtftBreakdown],
     shape: &RequestShape,
-    others: &OtherShares,
+    (others, pool): (&OtherShares, &str),
     totals: &mut [f64],
 ) {
     if others.0.is_empty() {
@@ -104,7 +108,7 @@ pub fn prefer_own_share(
     let real_owner = has_real_owner(shape);
     for ((c, breakdown), total) in candidates.iter().zip(breakdowns).zip(totals.iter_mut()) {
         let owner = real_owner && is_prefix_owner(c.matched_blocks, shape.best_matched_blocks);
-        if !owner && others.contains(c.endpoint) {
+        if !owner && others.contains(pool, c.endpoint) {
             *total -= OTHER_SHARE_PREFILLS * breakdown.prefill_ms;
         }
     }
@@ -172,9 +176,8 @@ mod tests {
         (0..replicas)
             .map(|index| {
                 let others = OtherShares::deal(&pools, place(replicas, index));
-                (0..candidates.len())
-                    .filter(|&i| candidates.get(i).is_some_and(|c| !others.contains(c.endpoint)))
-                    .collect()
+                let own = |c: &Candidate| !others.contains("fleet", c.endpoint);
+                (0..candidates.len()).filter(|&i| candidates.get(i).is_some_and(own)).collect()
             })
             .collect()
     }
@@ -222,16 +225,32 @@ mod tests {
 
     #[test]
     fn only_ready_pods_are_dealt() {
-        // Two replicas, four pods, two of them not ready: each replica gets one ready pod.
+        // Two replicas, four pods, the last two not ready: each replica is dealt one of
+        // the ready pods, and the others are no replica's.
         let candidates = pods(4);
         let pools = pool(&candidates, |i| i < 2);
-        let own: Vec<usize> = (0..2)
-            .map(|index| {
-                let others = OtherShares::deal(&pools, place(2, index));
-                candidates.iter().take(2).filter(|c| !others.contains(c.endpoint)).count()
-            })
-            .collect();
-        assert_eq!(own, vec![1, 1]);
+        let deals: Vec<OtherShares> = (0..2).map(|index| OtherShares::deal(&pools, place(2, index))).collect();
+        let theirs =
+            |deal: &OtherShares, i: usize| candidates.get(i).is_some_and(|c| deal.contains("fleet", c.endpoint));
+        for deal in &deals {
+            assert_eq!((0..2).filter(|&i| theirs(deal, i)).count(), 1, "one ready pod is the other replica's");
+            assert!(!theirs(deal, 2) && !theirs(deal, 3), "a pod not ready is dealt to nobody");
+        }
+        assert!((0..2).all(|i| deals.iter().filter(|d| theirs(d, i)).count() == 1), "each is dealt once");
+    }
+
+    #[test]
+    fn a_pod_in_two_pools_is_dealt_in_each() {
+        let candidates = pods(3);
+        let mut pools = pool(&candidates, |_| true);
+        let mut second = pools.first().cloned().expect("one pool");
+        second.name = "second".into();
+        pools.push(second);
+        let deal = OtherShares::deal(&pools, place(3, 0));
+        for c in &candidates {
+            assert_eq!(deal.contains("fleet", c.endpoint), deal.contains("second", c.endpoint));
+        }
+        assert!(!deal.contains("unknown", candidates.first().expect("3 pods").endpoint));
     }
 
     #[test]
@@ -247,7 +266,7 @@ mod tests {
         for index in 0..2 {
             let mut totals = vec![-120.0, -330.0];
             let others = OtherShares::deal(&pools, place(2, index));
-            prefer_own_share(&candidates, &breakdowns, &shape(375), &others, &mut totals);
+            prefer_own_share(&candidates, &breakdowns, &shape(375), (&others, "fleet"), &mut totals);
             assert_eq!(totals.first(), Some(&-120.0), "replica {index}");
             penalised.push(totals.get(1) == Some(&-660.0));
         }
@@ -269,7 +288,7 @@ mod tests {
             .map(|index| {
                 let mut totals = vec![-330.0; 2];
                 let others = OtherShares::deal(&pools, place(2, index));
-                prefer_own_share(&candidates, &breakdowns, &shape(8), &others, &mut totals);
+                prefer_own_share(&candidates, &breakdowns, &shape(8), (&others, "fleet"), &mut totals);
                 totals.iter().filter(|t| **t < -330.0).count()
             })
             .sum();
@@ -284,7 +303,7 @@ mod tests {
         let own = owner_of_first(&candidates);
         let others = OtherShares::deal(&pool(&candidates, |_| true), place(2, own));
         let mut totals = vec![-900.0, -300.0];
-        prefer_own_share(&candidates, &breakdowns, &shape(0), &others, &mut totals);
+        prefer_own_share(&candidates, &breakdowns, &shape(0), (&others, "fleet"), &mut totals);
         assert_eq!(totals, vec![-900.0, -600.0]);
     }
 }
