@@ -1,20 +1,27 @@
 //! How many requests go to the pod whose pinned metrics favour it, with the evidence
 //! for each one that does not.
 //!
-//! With the parallel tests' stacks on 2 cores, a few decisions now and then see pods
+//! With the parallel tests' stacks on 2 cores, a few decisions now and then saw pods
 //! pinned as loaded as idle (`waiting=0 running=0 kv=0.00` on fresh signals), behind
-//! the Wasm filter and the native picker alike; the cause is not yet known. So a
-//! count gets a second round when the first falls short, and the first strays are
-//! reported with their decision and what the pods' `/metrics` said right after, so
-//! that a failure explains itself.
+//! the Wasm filter and the native picker alike. The pods' own text was right at
+//! those moments and the agent logged nothing: the counts had started on a snapshot
+//! scraped before every pin, because the wait before them only asked for one request
+//! to reach the favoured pod. [`Stack::wait_for_favour`] waits for the pins to show.
+//! A count still gets a second round when the first falls short, and the first strays are
+//! reported with their decision, what the pods' `/metrics` said right after and the
+//! agent's last warnings, so that a failure explains itself.
 
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use infergate_core::wire::header::DECISION;
 
 use crate::stack::Stack;
+
+/// Requests in a row that must go to the favoured pod before a count starts.
+const IN_A_ROW: usize = 10;
 
 /// Strays described in full; later ones are only counted.
 const STRAYS_DESCRIBED: usize = 3;
@@ -29,6 +36,33 @@ pub struct FavouredCount {
 }
 
 impl Stack {
+    /// Waits until requests go to `best` on a snapshot that already shows the other pods
+    /// loaded: [`IN_A_ROW`] in a row, each decision's runner-up (when the client sees
+    /// the decision: not behind ext_proc) reporting the queue [`Stack::favour`] pins. A
+    /// request routed to `best` alone proves nothing: until the pins are scraped every
+    /// pod is idle and a quarter of the requests go to `best` by chance, and a count
+    /// started then sees the pods not yet scraped as idle (`waiting=0 running=0
+    /// kv=0.00`, the strays this module was written to explain).
+    pub async fn wait_for_favour(&self, best: SocketAddr, timeout: Duration) {
+        let best_name = best.to_string();
+        self.wait_until("routing to follow the pinned metrics", timeout, || async {
+            for _ in 0..IN_A_ROW {
+                let reply = self.chat("m", 1).await;
+                let runner_up_loaded = match reply.header(DECISION) {
+                    Some(decision) => decision
+                        .split_once("runner_up=")
+                        .is_some_and(|(_, runner_up)| runner_up.contains(" waiting=100 ")),
+                    None => true,
+                };
+                if reply.served_by() != Some(best_name.as_str()) || !runner_up_loaded {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
     /// Sends rounds of `per_round` chats until one has at least `at_least` served by
     /// `best`, two rounds at most.
     pub async fn count_favoured(&self, best: SocketAddr, per_round: usize, at_least: usize) -> FavouredCount {
@@ -49,6 +83,10 @@ impl Stack {
                         "stray to {pod}: {decision}\n  pods' metrics now: {}",
                         self.load_lines().await
                     );
+                    let log = self.agent_log();
+                    let warnings: Vec<&str> =
+                        log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).rev().take(5).collect();
+                    let _ = writeln!(report, "  the agent's last warnings: {warnings:?}");
                 }
                 *served.entry(pod).or_insert(0) += 1;
             }

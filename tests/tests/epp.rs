@@ -26,11 +26,7 @@ async fn the_picker_routes_on_the_agents_snapshots_through_ext_proc() {
     let pods = stack.fleet.pods.clone();
     for best in [pods[1], pods[3]] {
         stack.favour(best, &pods).await;
-        stack
-            .wait_until("routing to follow the pinned metrics", Duration::from_secs(3), || async {
-                stack.chat("m", 1).await.served_by() == Some(&best.to_string())
-            })
-            .await;
+        stack.wait_for_favour(best, Duration::from_secs(3)).await;
         // A second round only if the first falls short (see `infergate_e2e::favoured`):
         // the strays were seen behind the native picker too.
         let count = stack.count_favoured(best, 40, 38).await;

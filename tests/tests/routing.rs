@@ -10,11 +10,7 @@ async fn requests_go_to_the_pod_the_snapshot_favours_and_follow_when_it_changes(
     let pods = stack.fleet.pods.clone();
     let (first_best, second_best) = (pods[1], pods[3]);
     stack.favour(first_best, &pods).await;
-    stack
-        .wait_until("routing to follow the pinned metrics", Duration::from_secs(3), || async {
-            stack.chat("m", 1).await.served_by() == Some(&first_best.to_string())
-        })
-        .await;
+    stack.wait_for_favour(first_best, Duration::from_secs(3)).await;
 
     // A second round only if the first falls short (see `infergate_e2e::favoured`).
     let count = stack.count_favoured(first_best, 100, 95).await;
