@@ -167,11 +167,6 @@ pub struct FollowUps {
     pub pod_known: Option<usize>,
 }
 
-/// The prompt's block count in a decision header (`; prefix_blocks=N;`).
-fn prompt_blocks(decision: &str) -> Option<f64> {
-    decision.split("; ").find_map(|part| part.strip_prefix("prefix_blocks=")?.parse().ok())
-}
-
 /// Whether `decision` shows `pod` holding `blocks` or more of the prompt: chosen with
 /// them, or passed over as the prefix owner (`owner=` when the header names one, else
 /// the runner-up, which then holds the longest match).
@@ -197,7 +192,8 @@ impl FollowUps {
             counts.on_pod += usize::from(on_pod);
             let previous_line = trace.get(previous);
             let previous_pod = previous_line.and_then(|l| l.pod.as_deref()).unwrap_or("");
-            let previous_blocks = previous_line.and_then(|l| l.decision.as_deref()).and_then(prompt_blocks);
+            let previous_blocks =
+                previous_line.and_then(|l| l.decision.as_deref()).and_then(|d| explained(d, "; prefix_blocks="));
             match (trace.get(id).and_then(|l| l.decision.as_deref()), previous_blocks) {
                 (Some(decision), Some(previous_blocks)) => {
                     let known = holds_previous_prompt(decision, previous_pod, previous_blocks);
