@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::DecisionBasis;
+use super::adapter_drain::AdapterDrain;
 use super::ledger::{LoadLedger, PodLoad};
 use crate::config::{PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
@@ -27,6 +28,8 @@ pub(super) struct Inputs<'a> {
     pub prefix: &'a PrefixIndex,
     pub hashes: &'a [u64],
     pub adapter: Option<&'a str>,
+    /// The adapter copies being drained (`adapter_drain`).
+    pub drain: &'a AdapterDrain,
     pub settings: &'a RoutingSettings,
     /// The pool's learned correction of its predictions (`calibration`).
     pub ttft_factor: f64,
@@ -141,7 +144,18 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     candidate.adapter = match inputs.adapter {
         None => AdapterState::NotNeeded,
         Some(_) if !age_ok(pod, settings.adapter_max_age_ms, inputs.now_ms) => AdapterState::Unknown,
-        Some(adapter) => adapter_state(signals, adapter),
+        Some(adapter) => match adapter_state(signals, adapter) {
+            AdapterState::Running if inputs.drain.is_surplus(&inputs.pool.name, pod.address, adapter) => {
+                AdapterState::Surplus
+            }
+            AdapterState::Blocked if inputs.drain.is_freeing(&inputs.pool.name, pod.address) => AdapterState::Freeing,
+            AdapterState::FreeSlot | AdapterState::MustEvict
+                if inputs.drain.is_duplicate(&inputs.pool.name, pod.address, adapter) =>
+            {
+                AdapterState::Duplicate
+            }
+            state => state,
+        },
     };
     (candidate, fresh)
 }

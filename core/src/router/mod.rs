@@ -2,6 +2,7 @@
 //! adapter, the pool's candidates, the KV filter, the ranking, and the bookkeeping that
 //! follows (in-flight counts, prefix ownership).
 
+mod adapter_drain;
 mod admission;
 mod calibration;
 mod candidates;
@@ -23,6 +24,7 @@ use crate::scoring::{
     weighted_totals,
 };
 use crate::snapshot::Snapshot;
+use adapter_drain::AdapterDrain;
 pub use calibration::TtftCalibration;
 pub use chars_per_token::CharsPerToken;
 pub use decision::{Decision, DecisionBasis, PodReport, Routing};
@@ -41,6 +43,8 @@ pub struct Router {
     /// The pods dealt to the other replicas, from the snapshot and this replica's
     /// place among them.
     others_shares: OtherShares,
+    /// The adapter copies being drained so a starved adapter gets a slot.
+    adapter_drain: AdapterDrain,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
@@ -63,6 +67,7 @@ impl Router {
             peer_load: HashMap::new(),
             replicas: 1,
             others_shares: OtherShares::default(),
+            adapter_drain: AdapterDrain::default(),
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
@@ -96,6 +101,7 @@ impl Router {
         self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         self.replicas = peers.replicas.max(1);
         self.others_shares = OtherShares::deal(&snapshot.pools, peers.place());
+        self.adapter_drain = AdapterDrain::plan(&snapshot.pools, &snapshot.routing.models);
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -194,6 +200,7 @@ impl Router {
             prefix: &self.prefix,
             hashes: &hashes,
             adapter,
+            drain: &self.adapter_drain,
             settings,
             ttft_factor: self.calibration.factor(&pool.name),
             now_ms,

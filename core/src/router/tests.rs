@@ -467,24 +467,66 @@ fn other_replicas_requests_at_adoption_are_not_counted_as_sent_since_the_scrape(
 
 #[test]
 fn an_adapter_queued_behind_full_slots_is_blocked_not_about_to_load() {
-    let lora_pod = |port, running: &[&str], waiting: &[&str]| {
-        let signals = PodSignals {
-            waiting: Some(1.0),
-            running: Some(2.0),
-            kv_cache_usage: Some(0.1),
-            running_adapters: running.iter().map(|a| a.to_string()).collect(),
-            waiting_adapters: waiting.iter().map(|a| a.to_string()).collect(),
-            max_loras: Some(2),
-            ..Default::default()
-        };
-        PodState::scraped(ep(port), 1_000, signals)
-    };
     let adapter_on = |pod: PodState| {
         let (mut router, mut ledger) = router_with(vec![pod]);
         router.route(&request("lora"), 1_010, &mut ledger).unwrap().chosen.adapter
     };
-    assert_eq!(adapter_on(lora_pod(1, &["x", "y"], &["sql"])), crate::scoring::AdapterState::Blocked);
-    assert_eq!(adapter_on(lora_pod(1, &["x"], &["sql"])), crate::scoring::AdapterState::Waiting);
+    assert_eq!(adapter_on(lora_pod(1, 1.0, &["x", "y"], &["sql"])), crate::scoring::AdapterState::Blocked);
+    assert_eq!(adapter_on(lora_pod(1, 1.0, &["x"], &["sql"])), crate::scoring::AdapterState::Waiting);
+}
+
+fn lora_pod(port: u16, waiting: f64, running: &[&str], waiting_adapters: &[&str]) -> PodState {
+    let signals = PodSignals {
+        waiting: Some(waiting),
+        running: Some(4.0),
+        kv_cache_usage: Some(0.1),
+        running_adapters: running.iter().map(|a| a.to_string()).collect(),
+        waiting_adapters: waiting_adapters.iter().map(|a| a.to_string()).collect(),
+        max_loras: Some(2),
+        ..Default::default()
+    };
+    PodState::scraped(ep(port), 1_000, signals)
+}
+
+#[test]
+fn a_duplicate_copy_where_another_adapter_starves_gets_no_more_requests() {
+    // "sql" runs on both pods; on pod 2, "d" waits for a slot that "sql" and "c" hold.
+    // Pod 2 has the shorter queue, but feeding its copy of "sql" would starve "d".
+    let (mut router, mut ledger) =
+        router_with(vec![lora_pod(1, 3.0, &["sql", "b"], &[]), lora_pod(2, 1.0, &["sql", "c"], &["d"])]);
+    let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert_eq!(d.endpoints[0], ep(1), "{d:?}");
+    assert_eq!(d.runner_up.map(|r| r.adapter), Some(crate::scoring::AdapterState::Surplus));
+    // Without a starving adapter, the shorter queue wins as before.
+    let (mut router, mut ledger) =
+        router_with(vec![lora_pod(1, 3.0, &["sql", "b"], &[]), lora_pod(2, 1.0, &["sql", "c"], &[])]);
+    assert_eq!(router.route(&request("lora"), 1_010, &mut ledger).unwrap().endpoints[0], ep(2));
+}
+
+#[test]
+fn an_adapter_with_no_slot_goes_where_a_duplicate_is_draining() {
+    // Every slot serves running requests. On pod 2, "x" is a duplicate being drained for
+    // "w": a slot frees there. On pod 1 nothing will free one while "x" and "y" are fed.
+    let (mut router, mut ledger) =
+        router_with(vec![lora_pod(1, 0.0, &["x", "y"], &[]), lora_pod(2, 3.0, &["x", "z"], &["w"])]);
+    let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert_eq!((d.endpoints[0], d.chosen.adapter), (ep(2), crate::scoring::AdapterState::Freeing), "{d:?}");
+    assert_eq!(d.runner_up.map(|r| r.adapter), Some(crate::scoring::AdapterState::Blocked));
+}
+
+#[test]
+fn a_second_copy_of_an_adapter_is_priced_only_when_slots_are_scarce() {
+    // "sql" runs on pod 1 behind a queue of 3; pod 2 has a free slot. With three adapters
+    // for four slots, loading "sql" there costs one load and wins. With a fourth adapter
+    // waiting, a second copy would take the slot it needs: "sql" stays on pod 1.
+    let second = |pod2_waiting: &[&str]| {
+        let pods = vec![lora_pod(1, 3.0, &["sql", "c"], &[]), lora_pod(2, 0.0, &["d"], pod2_waiting)];
+        let (mut router, mut ledger) = router_with(pods);
+        let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+        (d.endpoints[0], d.runner_up.map(|r| r.adapter))
+    };
+    assert_eq!(second(&[]).0, ep(2));
+    assert_eq!(second(&["e"]), (ep(1), Some(crate::scoring::AdapterState::Duplicate)));
 }
 
 #[test]

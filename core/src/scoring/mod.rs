@@ -38,9 +38,18 @@ pub enum AdapterState {
     FreeSlot,
     /// Not resident and every slot is taken: a load after an eviction.
     MustEvict,
-    /// Not resident and every slot serves running requests: nothing can be evicted
-    /// until one of them finishes.
+    /// Not resident and every slot serves running requests, which the gateway keeps
+    /// feeding: no slot frees until their adapters' traffic stops.
     Blocked,
+    /// Not resident and every slot serves running requests, but one serves a copy
+    /// being drained (`router::adapter_drain`): a slot frees when its requests finish.
+    Freeing,
+    /// Not resident, runs on another pod, and the pool has no slot to spare: a copy
+    /// here takes the slot another adapter will need.
+    Duplicate,
+    /// Running, but this copy is being drained for an adapter with no slot: the
+    /// request belongs on another copy.
+    Surplus,
     /// The pod's adapter lists are stale or missing.
     Unknown,
 }

@@ -109,7 +109,13 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         AdapterState::FreeSlot | AdapterState::Unknown => defaults.lora_load_ms,
         AdapterState::MustEvict => 2.0 * defaults.lora_load_ms,
         // A running request must finish first: on average half an answer of decoding.
-        AdapterState::Blocked => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
+        AdapterState::Freeing => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
+        // Nothing frees a slot while the resident adapters' requests keep coming.
+        AdapterState::Blocked => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens,
+        // Each request it adds holds the slot an adapter waits for about half an answer more.
+        AdapterState::Surplus => step_ms * defaults.output_tokens / 2.0,
+        // A second copy where slots are scarce: the wait it will cause another adapter.
+        AdapterState::Duplicate => defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
     };
     let decode_ms = match profile {
         Profile::Latency => 0.0,
@@ -228,6 +234,9 @@ mod tests {
             AdapterState::Waiting,
             AdapterState::FreeSlot,
             AdapterState::MustEvict,
+            AdapterState::Surplus,
+            AdapterState::Duplicate,
+            AdapterState::Freeing,
             AdapterState::Blocked,
         ] {
             c.adapter = state;
