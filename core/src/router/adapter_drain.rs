@@ -34,62 +34,65 @@ use crate::snapshot::{PodSignals, PoolState};
 
 /// The surplus copies and the pods freeing a slot, per pool, from one snapshot.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct AdapterDrain {
-    /// (pool, pod, adapter) of each copy being drained.
-    surplus: HashSet<(String, Endpoint, String)>,
-    /// (pool, pod) of each pod holding a surplus copy: a slot frees there.
-    freeing: HashSet<(String, Endpoint)>,
-    /// (pool, adapter, pod) of each running copy, in pools with no slot to spare.
-    scarce_copies: HashSet<(String, String, Endpoint)>,
+pub struct AdapterDrain(HashMap<String, PoolDrain>);
+
+/// One pool's plan. Looked up per candidate on the request path, so without allocating.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct PoolDrain {
+    /// The adapters whose copy on each pod is being drained.
+    surplus: HashMap<Endpoint, Vec<String>>,
+    /// Where each adapter runs, kept only when the pool has no slot to spare.
+    scarce_copies: HashMap<String, Vec<Endpoint>>,
 }
 
 impl AdapterDrain {
     pub fn plan(pools: &[PoolState], models: &[ModelConfig]) -> Self {
-        let mut drain = Self::default();
+        let mut plans = HashMap::new();
         for pool in pools {
             let pods: Vec<(Endpoint, &PodSignals)> =
                 pool.pods.iter().filter(|p| p.ready).filter_map(|p| Some((p.address, p.signals.as_ref()?))).collect();
-            if no_slot_to_spare(&pool.name, &pods, models) {
-                for &(pod, signals) in &pods {
-                    for adapter in &signals.running_adapters {
-                        drain.scarce_copies.insert((pool.name.clone(), adapter.clone(), pod));
-                    }
-                }
-            }
             let mut copies: HashMap<&str, Vec<(Endpoint, &PodSignals)>> = HashMap::new();
             for &(pod, signals) in &pods {
                 for adapter in &signals.running_adapters {
                     copies.entry(adapter.as_str()).or_default().push((pod, signals));
                 }
             }
-            for (adapter, holders) in copies.into_iter().filter(|(_, holders)| holders.len() > 1) {
-                let Some(kept) = kept_copy(&holders) else { continue };
+            let mut plan = PoolDrain::default();
+            for (&adapter, holders) in copies.iter().filter(|(_, holders)| holders.len() > 1) {
+                let Some(kept) = kept_copy(holders) else { continue };
                 for &(pod, signals) in holders.iter().filter(|(pod, _)| *pod != kept) {
                     if has_blocked_waiter(signals) {
-                        drain.surplus.insert((pool.name.clone(), pod, adapter.to_string()));
-                        drain.freeing.insert((pool.name.clone(), pod));
+                        plan.surplus.entry(pod).or_default().push(adapter.to_string());
                     }
                 }
             }
+            if no_slot_to_spare(&pool.name, &pods, models) {
+                plan.scarce_copies = copies
+                    .into_iter()
+                    .map(|(adapter, holders)| (adapter.to_string(), holders.into_iter().map(|(pod, _)| pod).collect()))
+                    .collect();
+            }
+            if plan != PoolDrain::default() {
+                plans.insert(pool.name.clone(), plan);
+            }
         }
-        drain
+        Self(plans)
     }
 
     /// Whether `pod`'s copy of `adapter` is being drained.
     pub fn is_surplus(&self, pool: &str, pod: Endpoint, adapter: &str) -> bool {
-        !self.surplus.is_empty() && self.surplus.contains(&(pool.to_string(), pod, adapter.to_string()))
+        self.0.get(pool).and_then(|p| p.surplus.get(&pod)).is_some_and(|drained| drained.iter().any(|a| a == adapter))
     }
 
     /// Whether loading `adapter` on `pod` would take a slot the pool has no spare of,
     /// for an adapter that already runs on another pod.
     pub fn is_duplicate(&self, pool: &str, pod: Endpoint, adapter: &str) -> bool {
-        !self.scarce_copies.is_empty()
-            && self.scarce_copies.iter().any(|(p, a, at)| p == pool && a == adapter && *at != pod)
+        self.0.get(pool).and_then(|p| p.scarce_copies.get(adapter)).is_some_and(|on| on.iter().any(|&at| at != pod))
     }
 
     /// Whether a slot frees on `pod` once its surplus copy drains.
     pub fn is_freeing(&self, pool: &str, pod: Endpoint) -> bool {
-        !self.freeing.is_empty() && self.freeing.contains(&(pool.to_string(), pod))
+        self.0.get(pool).is_some_and(|p| p.surplus.contains_key(&pod))
     }
 }
 
@@ -181,6 +184,13 @@ mod tests {
         // Three adapters for four slots: a second copy takes nobody's.
         let spare = plan(vec![pod(1, 9.0, &["a", "b"], &[]), pod(2, 1.0, &["c"], &[])]);
         assert!(!spare.is_duplicate("p", at(2), "a"));
+        // A pod that does not say its slot count (no `max_lora`) counts as plenty.
+        let mut unsaid = pod(2, 1.0, &["c"], &["d"]);
+        if let Some(s) = unsaid.signals.as_mut() {
+            s.max_loras = None;
+        }
+        assert!(!plan(vec![pod(1, 9.0, &["a", "b"], &[]), unsaid]).is_duplicate("p", at(2), "a"));
+        assert!(!drain.is_duplicate("other-pool", at(2), "a"), "plans are per pool");
     }
 
     #[test]
