@@ -147,3 +147,36 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
         })
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_copy_of_an_adapter_is_not_made_where_slots_are_scarce() {
+    // Eight adapters configured for 4 TINY pods of 2 slots: a second copy of one leaves
+    // another with no slot. "sql-lora" runs on pod 2, whose KV cache is full with 8
+    // running (a wait of about 640 ms); pod 1 has a free slot. Loading "sql-lora" there
+    // would be cheaper for this request, but is priced as a duplicate.
+    let mut models = vec![ModelSpec::base("m", "a"), ModelSpec::lora("sql-lora", "a", "sql-lora")];
+    models.extend(["a", "b", "c", "d", "e", "f", "g"].map(|adapter| ModelSpec::lora(adapter, "a", adapter)));
+    let stack = Stack::start(StackSpec { models, ..StackSpec::default() }).await;
+    let pods = stack.fleet.pods.clone();
+    let pin = |running: f64, kv: f64, adapters: &[&str]| json!({"waiting": 0, "running": running, "kv_cache_usage": kv, "running_lora_adapters": adapters});
+    stack.pin_json(pods[0], pin(1.0, 0.2, &["a", "b"])).await;
+    stack.pin_json(pods[1], pin(1.0, 0.2, &["e"])).await;
+    stack.pin_json(pods[2], pin(8.0, 1.0, &["sql-lora"])).await;
+    stack.pin_json(pods[3], pin(1.0, 0.2, &["c", "d"])).await;
+    let resident = pods[2].to_string();
+    stack
+        .wait_until("the adapter lists to reach the router", Duration::from_secs(3), || async {
+            stack
+                .chat("sql-lora", 1)
+                .await
+                .header("x-infergate-decision")
+                .is_some_and(|d| d.contains("adapter=Duplicate") && d.contains("adapter=Running"))
+        })
+        .await;
+    for _ in 0..10 {
+        let reply = stack.chat("sql-lora", 1).await;
+        let decision = reply.header("x-infergate-decision");
+        assert_eq!(reply.served_by(), Some(resident.as_str()), "{decision:?}");
+        assert!(decision.is_some_and(|d| d.contains("adapter=Duplicate")), "{decision:?}");
+    }
+}
