@@ -192,7 +192,7 @@ fn e2e_trace(args: &Args) -> Result<Option<TraceReplay>, String> {
 /// prediction for the very same requests; infergate also with several replicas.
 fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) -> Result<String, String> {
     use infergate_bench::e2e;
-    use infergate_bench::report::e2e::{E2eRow, e2e_markdown, e2e_sets_markdown};
+    use infergate_bench::report::e2e::{E2eRow, e2e_markdown, e2e_sets_markdown, e2e_tail_chart};
     use infergate_envoy_config::UpstreamPolicy;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -256,6 +256,7 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
         if sets > 1 {
             markdown.push_str(&e2e_sets_markdown(described, &all_rows));
         }
+        e2e_tail_chart(out, workload.name(), sets, &all_rows)?;
         let json = serde_json::to_string_pretty(&all_rows).map_err(|e| e.to_string())?;
         let path = out.join(format!("e2e-{}.json", workload.name()));
         std::fs::write(&path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;

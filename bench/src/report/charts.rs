@@ -95,12 +95,12 @@ fn draw_bars<DB: DrawingBackend>(
         .disable_x_mesh()
         .x_labels(bars.len())
         .x_label_formatter(&|i| names.get(*i).cloned().unwrap_or_default())
-        .y_desc("TTFT p90 (ms)")
+        .y_desc("ms")
         .draw()
         .map_err(|e| e.to_string())?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (name, v))| {
-            let color = if name.ends_with("infergate") { COLORS[7] } else { COLORS[2] };
+            let color = if name.contains("infergate") { COLORS[7] } else { COLORS[2] };
             Rectangle::new([(i, 0.0), (i + 1, *v)], color.filled())
         }))
         .map_err(|e| e.to_string())?;

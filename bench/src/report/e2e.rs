@@ -1,6 +1,7 @@
 //! Part 2's table: end-to-end through Envoy beside the discrete-event prediction.
 
 use std::fmt::Write;
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -23,7 +24,7 @@ pub struct E2eRow {
 }
 
 impl E2eRow {
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self.replicas {
             1 => self.policy.clone(),
             n => format!("{}, {n} replicas", self.policy),
@@ -108,6 +109,22 @@ pub fn e2e_sets_markdown(described: &str, rows: &[E2eRow]) -> String {
     out
 }
 
+/// Part 2's chart for one workload: each run's measured TTFT p99, the worst of its
+/// request sets, as `e2e-ttft-p99-<workload>.{svg,png}` in `out`.
+pub fn e2e_tail_chart(out: &Path, workload: &str, sets: u64, rows: &[E2eRow]) -> Result<(), String> {
+    let mut bars: Vec<(String, f64)> = Vec::new();
+    for row in rows {
+        let p99 = row.measured.ttft_ms.p99;
+        match bars.iter_mut().find(|(label, _)| *label == row.label()) {
+            Some((_, worst)) => *worst = worst.max(p99),
+            None => bars.push((row.label(), p99)),
+        }
+    }
+    let of_sets = if sets == 1 { String::new() } else { format!(", the worst of {sets} request sets") };
+    let title = format!("{workload} through Envoy: TTFT p99 (simulated ms{of_sets})");
+    super::charts::write_bars(out, &format!("e2e-ttft-p99-{workload}"), &title, &bars)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +154,22 @@ mod tests {
             measured: result(400, measured.0, measured.1),
             follow_ups: FollowUps::default(),
         }
+    }
+
+    #[test]
+    fn the_tail_chart_shows_each_runs_worst_set() {
+        let dir = std::env::temp_dir().join(format!("infergate-e2e-chart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let mut rows = vec![row(0, (100.0, 280.0), (110.0, 500.0)), row(1, (100.0, 280.0), (110.0, 9000.0))];
+        rows.push(E2eRow { policy: "round_robin".into(), ..row(0, (1.0, 1.0), (1.0, 7000.0)) });
+        e2e_tail_chart(&dir, "bursty-chat", 2, &rows).unwrap_or_default();
+        let svg = std::fs::read_to_string(dir.join("e2e-ttft-p99-bursty-chat.svg")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(svg.contains("the worst of 2 request sets"), "{svg}");
+        assert!(svg.contains("infergate") && svg.contains("round_robin"), "{svg}");
+        // infergate's two sets are one bar at its worst set (9,000 ms): the axis reaches
+        // 10,000, which round robin's 7,000 alone would not (the axis ends 15% above).
+        assert!(svg.contains("10000"), "{svg}");
     }
 
     #[test]
