@@ -32,7 +32,8 @@ use crate::config::ModelConfig;
 use crate::endpoint::Endpoint;
 use crate::snapshot::{PodSignals, PoolState};
 
-/// The surplus copies and the pods freeing a slot, per pool, from one snapshot.
+/// Per pool, from one snapshot: the surplus copies (and so the pods freeing a slot),
+/// and where each adapter runs when a second copy would be a duplicate.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct AdapterDrain(HashMap<String, PoolDrain>);
 
