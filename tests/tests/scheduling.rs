@@ -117,20 +117,7 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
     stack.pin_json(pods[1], pin(&[])).await;
     stack.pin_json(pods[2], pin(&["sql-lora"])).await;
     stack.pin_json(pods[3], pin(&["c", "d"])).await;
-    let resident = pods[2].to_string();
-    stack
-        .wait_until("the adapter lists to reach the router", Duration::from_secs(3), || async {
-            stack
-                .chat("sql-lora", 1)
-                .await
-                .header("x-infergate-decision")
-                .is_some_and(|d| d.contains("adapter=Running"))
-        })
-        .await;
-    for _ in 0..20 {
-        let reply = stack.chat("sql-lora", 1).await;
-        assert_eq!(reply.served_by(), Some(resident.as_str()), "{:?}", reply.header("x-infergate-decision"));
-    }
+    sql_lora_stays_on(&stack, &pods[2].to_string(), &["adapter=Running"], 20).await;
     // With the resident pod's KV cache full (no room for even this prompt: it would
     // wait for a running request to finish), the pod with a free slot beats it and the
     // ones that must evict.
@@ -163,20 +150,23 @@ async fn a_second_copy_of_an_adapter_is_not_made_where_slots_are_scarce() {
     stack.pin_json(pods[1], pin(1.0, 0.2, &["e"])).await;
     stack.pin_json(pods[2], pin(8.0, 1.0, &["sql-lora"])).await;
     stack.pin_json(pods[3], pin(1.0, 0.2, &["c", "d"])).await;
-    let resident = pods[2].to_string();
+    sql_lora_stays_on(&stack, &pods[2].to_string(), &["adapter=Running", "adapter=Duplicate"], 10).await;
+}
+
+/// Waits until a "sql-lora" decision shows every one of `states` (the adapter lists
+/// reached the router), then checks that `times` requests in a row go to `pod` with
+/// the same states in their decisions.
+async fn sql_lora_stays_on(stack: &Stack, pod: &str, states: &[&str], times: usize) {
+    let shows_all = |decision: Option<&str>| decision.is_some_and(|d| states.iter().all(|s| d.contains(s)));
     stack
         .wait_until("the adapter lists to reach the router", Duration::from_secs(3), || async {
-            stack
-                .chat("sql-lora", 1)
-                .await
-                .header("x-infergate-decision")
-                .is_some_and(|d| d.contains("adapter=Duplicate") && d.contains("adapter=Running"))
+            shows_all(stack.chat("sql-lora", 1).await.header("x-infergate-decision"))
         })
         .await;
-    for _ in 0..10 {
+    for _ in 0..times {
         let reply = stack.chat("sql-lora", 1).await;
         let decision = reply.header("x-infergate-decision");
-        assert_eq!(reply.served_by(), Some(resident.as_str()), "{decision:?}");
-        assert!(decision.is_some_and(|d| d.contains("adapter=Duplicate")), "{decision:?}");
+        assert_eq!(reply.served_by(), Some(pod), "{decision:?}");
+        assert!(shows_all(decision), "{decision:?}");
     }
 }
