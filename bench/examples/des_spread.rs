@@ -6,7 +6,7 @@
 //! `cargo run --release -p infergate-bench --example des_spread -- [WORKLOAD] [SETS]`
 //! (defaults: bursty-chat, 12). Set 0 is the one part 2 runs with seed 42.
 
-use infergate_bench::{des, fleet, policies, suite};
+use infergate_bench::{des, e2e, fleet, policies, suite};
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
@@ -28,7 +28,9 @@ fn main() -> Result<(), String> {
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();
         for (policy, p99) in POLICIES.iter().zip(p99s.iter_mut()) {
-            let mut routed = policies::build(policy, scenario.pods, 42, &fleet).ok_or("unknown policy")?;
+            let workers = e2e::ENVOY_WORKERS as usize;
+            let mut routed =
+                policies::build_behind_envoy(policy, scenario.pods, 42, &fleet, workers).ok_or("unknown policy")?;
             let result = des::run(&scenario, routed.as_mut());
             cells.push(format!("{:.0} / {:.0}", result.ttft_ms.p90, result.ttft_ms.p99));
             p99.push(result.ttft_ms.p99);

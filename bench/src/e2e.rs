@@ -31,6 +31,9 @@ pub const POLICIES: [(&str, UpstreamPolicy); 4] = [
     ("random", UpstreamPolicy::Random),
 ];
 
+/// Envoy's worker threads in part 2 (each replica's), as the prediction models them.
+pub const ENVOY_WORKERS: u32 = 2;
+
 /// A request that never answers within this (real) time counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -83,6 +86,7 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
         models,
         max_body_bytes: 8 * 1024 * 1024,
         profile: scenario.profile,
+        envoy_concurrency: ENVOY_WORKERS,
         time_scale,
         upstream_policy: policy,
         access_log: false,

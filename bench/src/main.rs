@@ -229,7 +229,9 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
             let mut rows = Vec::new();
             for &(name, policy, replicas) in &runs {
                 bar.set_message(format!("{} {name} ×{replicas}, request set {set}", workload.name()));
-                let mut des_policy = policies::build(name, scenario.pods, args.seed, &fleet).ok_or("unknown policy")?;
+                let workers = e2e::ENVOY_WORKERS as usize;
+                let mut des_policy = policies::build_behind_envoy(name, scenario.pods, args.seed, &fleet, workers)
+                    .ok_or("unknown policy")?;
                 let predicted = des::run(&scenario, des_policy.as_mut());
                 let measured =
                     runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));

@@ -97,6 +97,23 @@ pub fn build(name: &str, pods: usize, seed: u64, fleet: &crate::fleet::FleetConf
     Some(policy)
 }
 
+/// Builds a policy by name as part 2 runs it behind Envoy with `workers` worker
+/// threads: Envoy's `round_robin` keeps a cursor per worker ([`RoundRobin::envoy`]);
+/// the others are as in [`build`] (`least_request` reads the hosts' active-request
+/// counts, which Envoy's workers share; `random` has no state).
+pub fn build_behind_envoy(
+    name: &str,
+    pods: usize,
+    seed: u64,
+    fleet: &crate::fleet::FleetConfig,
+    workers: usize,
+) -> Option<Box<dyn Policy>> {
+    match name {
+        "round_robin" => Some(Box::new(RoundRobin::envoy(workers, seed))),
+        _ => build(name, pods, seed, fleet),
+    }
+}
+
 /// Index of the highest value, ties broken at random.
 pub(crate) fn argmax(values: &[f64], rng: &mut fastrand::Rng) -> usize {
     let best = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -55,6 +55,26 @@ fn round_robin_cycles() {
 }
 
 #[test]
+fn envoys_round_robin_keeps_a_cursor_per_worker() {
+    let e = engines(4);
+    let s = scrape_with(vec![signals(0.0, 0.0); 4]);
+    // One worker: a plain cycle, from wherever its seed starts it.
+    let mut one = RoundRobin::envoy(1, 7);
+    let picks: Vec<usize> = (0..8).map(|_| pick(&mut one, &request("x"), &e, &s, &[0; 4])).collect();
+    assert!(picks.windows(2).all(|w| w[1] == (w[0] + 1) % 4), "{picks:?}");
+    // Two workers: every pod still gets its share, but the two cursors interleave, so a
+    // pod sometimes takes two requests in a row, which one cursor never does.
+    let mut two = RoundRobin::envoy(2, 7);
+    let picks: Vec<usize> = (0..4000).map(|_| pick(&mut two, &request("x"), &e, &s, &[0; 4])).collect();
+    for pod in 0..4 {
+        let share = picks.iter().filter(|&&p| p == pod).count();
+        assert!((800..=1200).contains(&share), "pod {pod} took {share} of 4000");
+    }
+    let repeats = picks.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(repeats > 200, "{repeats} repeats in 4000 picks");
+}
+
+#[test]
 fn least_request_takes_the_less_loaded_of_two() {
     let e = engines(2);
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
