@@ -149,7 +149,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
                 AdapterState::Surplus
             }
             AdapterState::Blocked if inputs.drain.is_freeing(&inputs.pool.name, pod.address) => AdapterState::Freeing,
-            AdapterState::FreeSlot | AdapterState::MustEvict
+            AdapterState::FreeSlot
                 if inputs.drain.is_duplicate(&inputs.pool.name, pod.address, adapter) =>
             {
                 AdapterState::Duplicate
@@ -205,23 +205,32 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
 }
 
 /// vLLM lists the adapters of running and of waiting requests; resident but idle
-/// adapters are not listed, so a free slot is counted from the lists and `max_lora`.
+/// adapters are not listed (evicting one costs no more than loading into an empty
+/// slot), so a free slot is counted from the lists and `max_lora`.
 /// When running requests use every slot, no adapter can be evicted until one finishes:
 /// an adapter that only waiting requests use is then blocked too, not about to load
 /// (part 2's slowest 1% were such requests, priced at 25 ms and served after 4-8 s).
+/// An adapter that only waiting requests use claims a slot too: it was asked for
+/// first and loads first, so when the running adapters and those claims fill every
+/// slot, a new adapter waits for one of them to drain, as if running requests held
+/// them all. (This was priced as one eviction, 100 ms; part 2's slowest requests after
+/// 2026-12-03 were such: an adapter sent to a pod's last free slot, another sent there
+/// 30-70 ms later, on a snapshot that showed the first one waiting, served 3.4 s later.)
+/// A waiting request for an adapter that also runs claims nothing new.
 fn adapter_state(signals: &PodSignals, adapter: &str) -> AdapterState {
+    let running = &signals.running_adapters;
     let max = signals.max_loras.map(|m| m as usize);
-    if signals.running_adapters.iter().any(|a| a == adapter) {
+    if running.iter().any(|a| a == adapter) {
         AdapterState::Running
-    } else if max.is_some_and(|max| signals.running_adapters.len() >= max) {
+    } else if max.is_some_and(|max| running.len() >= max) {
         AdapterState::Blocked
     } else if signals.waiting_adapters.iter().any(|a| a == adapter) {
         AdapterState::Waiting
     } else {
-        let used = signals.running_adapters.len() + signals.waiting_adapters.len();
+        let claims = signals.waiting_adapters.iter().filter(|a| !running.contains(a)).count();
         match max {
-            Some(max) if used < max => AdapterState::FreeSlot,
-            Some(_) => AdapterState::MustEvict,
+            Some(max) if running.len() + claims < max => AdapterState::FreeSlot,
+            Some(_) => AdapterState::Blocked,
             None => AdapterState::Unknown,
         }
     }

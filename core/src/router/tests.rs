@@ -518,15 +518,33 @@ fn an_adapter_with_no_slot_goes_where_a_duplicate_is_draining() {
 fn a_second_copy_of_an_adapter_is_priced_only_when_slots_are_scarce() {
     // "sql" runs on pod 1 behind a queue of 3; pod 2 has a free slot. With three adapters
     // for four slots, loading "sql" there costs one load and wins. With a fourth adapter
-    // waiting, a second copy would take the slot it needs: "sql" stays on pod 1.
-    let second = |pod2_waiting: &[&str]| {
-        let pods = vec![lora_pod(1, 3.0, &["sql", "c"], &[]), lora_pod(2, 0.0, &["d"], pod2_waiting)];
+    // waiting (on pod 1, for a slot), a second copy would take the slot it needs: "sql"
+    // stays on pod 1.
+    let second = |pod1_waiting: &[&str]| {
+        let pods = vec![lora_pod(1, 3.0, &["sql", "c"], pod1_waiting), lora_pod(2, 0.0, &["d"], &[])];
         let (mut router, mut ledger) = router_with(pods);
         let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
         (d.endpoints[0], d.runner_up.map(|r| r.adapter))
     };
     assert_eq!(second(&[]).0, ep(2));
     assert_eq!(second(&["e"]), (ep(1), Some(crate::scoring::AdapterState::Duplicate)));
+}
+
+#[test]
+fn a_slot_claimed_by_a_waiting_adapter_is_not_free() {
+    // Two slots per pod. On pod 2, "d" runs and "e" waits to load into the other slot:
+    // "sql" would wait there until "d" or "e" drains, though pod 2 is idle and pod 1
+    // has a queue of 3. Where the waiting adapter also runs, it claims no slot.
+    let chosen = |pod2_waiting: &[&str]| {
+        let pods = vec![lora_pod(1, 3.0, &["b"], &[]), lora_pod(2, 0.0, &["d"], pod2_waiting)];
+        let (mut router, mut ledger) = router_with(pods);
+        let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+        let pod2 = if d.endpoints[0] == ep(2) { Some(d.chosen.adapter) } else { d.runner_up.map(|r| r.adapter) };
+        (d.endpoints[0], pod2)
+    };
+    assert_eq!(chosen(&["e"]), (ep(1), Some(crate::scoring::AdapterState::Blocked)));
+    assert_eq!(chosen(&["d"]), (ep(2), Some(crate::scoring::AdapterState::FreeSlot)));
+    assert_eq!(chosen(&[]), (ep(2), Some(crate::scoring::AdapterState::FreeSlot)));
 }
 
 #[test]

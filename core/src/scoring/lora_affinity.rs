@@ -1,11 +1,10 @@
 //! LoRA residency: running 1.0 (resident and in use), waiting 0.8 (being loaded),
-//! free slot 0.6 (a load, no eviction), a surplus copy 0.3 (running, but drained for an
-//! adapter with no slot), must evict 0.2 (a load after an eviction), duplicate 0.15 (a
-//! second copy where the pool has no slot to spare), freeing 0.1
-//! (every slot serves running requests, one of them a surplus copy's) and blocked 0.05
-//! (every slot serves running requests that keep coming). The last is a cost, not a
-//! wall: unlike the peers' hard filter, a pod that must evict still wins when the
-//! others are far busier. Unknown state scores 0.5.
+//! free slot 0.6 (a load), a surplus copy 0.3 (running, but drained for an adapter
+//! with no slot), duplicate 0.15 (a second copy where the pool has no slot to spare),
+//! freeing 0.1 (every slot serves running requests, one of them a surplus copy's) and
+//! blocked 0.05 (every slot serves running requests that keep coming, or is claimed by
+//! a waiting adapter). The last is a cost, not a wall: unlike the peers' hard filter, a
+//! blocked pod still wins when the others are far busier. Unknown state scores 0.5.
 
 use super::{AdapterState, Candidate};
 
@@ -15,7 +14,6 @@ pub(super) fn value(state: AdapterState) -> f64 {
         AdapterState::Waiting => 0.8,
         AdapterState::FreeSlot => 0.6,
         AdapterState::Unknown => 0.5,
-        AdapterState::MustEvict => 0.2,
         AdapterState::Surplus => 0.3,
         AdapterState::Duplicate => 0.15,
         AdapterState::Freeing => 0.1,
@@ -40,13 +38,12 @@ mod tests {
             AdapterState::Waiting,
             AdapterState::FreeSlot,
             AdapterState::Surplus,
-            AdapterState::MustEvict,
             AdapterState::Duplicate,
             AdapterState::Freeing,
             AdapterState::Blocked,
         ];
         let values: Vec<f64> = order.iter().map(|s| value(*s)).collect();
         assert!(values.windows(2).all(|w| w[0] > w[1]), "{values:?}");
-        assert!(value(AdapterState::MustEvict) > 0.0, "evicting is a cost, not a filter");
+        assert!(value(AdapterState::Blocked) > 0.0, "a blocked slot is a cost, not a filter");
     }
 }

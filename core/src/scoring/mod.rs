@@ -34,12 +34,11 @@ pub enum AdapterState {
     Running,
     /// Requests for the adapter are waiting: it is being loaded, or about to be.
     Waiting,
-    /// Not resident, but a slot is free: a load, no eviction.
+    /// Not resident, but a slot is free (or holds an idle adapter): one load.
     FreeSlot,
-    /// Not resident and every slot is taken: a load after an eviction.
-    MustEvict,
     /// Not resident and every slot serves running requests, which the gateway keeps
-    /// feeding: no slot frees until their adapters' traffic stops.
+    /// feeding, or is claimed by an adapter whose requests wait to load: no slot frees
+    /// until one of their adapters' traffic stops.
     Blocked,
     /// Not resident and every slot serves running requests, but one serves a copy
     /// being drained (`router::adapter_drain`): a slot frees when its requests finish.

@@ -107,7 +107,6 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         AdapterState::NotNeeded | AdapterState::Running => 0.0,
         AdapterState::Waiting => defaults.lora_load_ms / 2.0,
         AdapterState::FreeSlot | AdapterState::Unknown => defaults.lora_load_ms,
-        AdapterState::MustEvict => 2.0 * defaults.lora_load_ms,
         // A running request must finish first: on average half an answer of decoding.
         AdapterState::Freeing => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
         // Nothing frees a slot while the resident adapters' requests keep coming.
@@ -233,7 +232,6 @@ mod tests {
             AdapterState::Running,
             AdapterState::Waiting,
             AdapterState::FreeSlot,
-            AdapterState::MustEvict,
             AdapterState::Surplus,
             AdapterState::Duplicate,
             AdapterState::Freeing,
