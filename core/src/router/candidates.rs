@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::DecisionBasis;
 use super::adapter_drain::AdapterDrain;
+use super::adapter_loads::AdapterLoads;
 use super::ledger::{LoadLedger, PodLoad};
 use crate::config::{PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
@@ -30,6 +31,8 @@ pub(super) struct Inputs<'a> {
     pub adapter: Option<&'a str>,
     /// The adapter copies being drained (`adapter_drain`).
     pub drain: &'a AdapterDrain,
+    /// The adapter loads this router started since the snapshot (`adapter_loads`).
+    pub loads: &'a AdapterLoads,
     pub settings: &'a RoutingSettings,
     /// The pool's learned correction of its predictions (`calibration`).
     pub ttft_factor: f64,
@@ -144,14 +147,12 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     candidate.adapter = match inputs.adapter {
         None => AdapterState::NotNeeded,
         Some(_) if !age_ok(pod, settings.adapter_max_age_ms, inputs.now_ms) => AdapterState::Unknown,
-        Some(adapter) => match adapter_state(signals, adapter) {
+        Some(adapter) => match adapter_state(signals, adapter, inputs.loads, pod.address) {
             AdapterState::Running if inputs.drain.is_surplus(&inputs.pool.name, pod.address, adapter) => {
                 AdapterState::Surplus
             }
             AdapterState::Blocked if inputs.drain.is_freeing(&inputs.pool.name, pod.address) => AdapterState::Freeing,
-            AdapterState::FreeSlot
-                if inputs.drain.is_duplicate(&inputs.pool.name, pod.address, adapter) =>
-            {
+            AdapterState::FreeSlot if inputs.drain.is_duplicate(&inputs.pool.name, pod.address, adapter) => {
                 AdapterState::Duplicate
             }
             state => state,
@@ -216,20 +217,23 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
 /// them all. (This was priced as one eviction, 100 ms; part 2's slowest requests after
 /// 2026-12-03 were such: an adapter sent to a pod's last free slot, another sent there
 /// 30-70 ms later, on a snapshot that showed the first one waiting, served 3.4 s later.)
-/// A waiting request for an adapter that also runs claims nothing new.
-fn adapter_state(signals: &PodSignals, adapter: &str) -> AdapterState {
+/// A waiting request for an adapter that also runs claims nothing new. An adapter this
+/// router sent the pod since the snapshot (`loads`) counts as listed waiting.
+fn adapter_state(signals: &PodSignals, adapter: &str, loads: &AdapterLoads, pod: Endpoint) -> AdapterState {
     let running = &signals.running_adapters;
+    let listed = |a: &str| running.iter().chain(&signals.waiting_adapters).any(|l| l == a);
     let max = signals.max_loras.map(|m| m as usize);
     if running.iter().any(|a| a == adapter) {
         AdapterState::Running
     } else if max.is_some_and(|max| running.len() >= max) {
         AdapterState::Blocked
-    } else if signals.waiting_adapters.iter().any(|a| a == adapter) {
+    } else if signals.waiting_adapters.iter().any(|a| a == adapter) || loads.on(pod).any(|a| a == adapter) {
         AdapterState::Waiting
     } else {
-        let claims = signals.waiting_adapters.iter().filter(|a| !running.contains(a)).count();
+        let listed_claims = signals.waiting_adapters.iter().filter(|a| !running.contains(a)).count();
+        let sent_claims = loads.on(pod).filter(|a| !listed(a)).count();
         match max {
-            Some(max) if running.len() + claims < max => AdapterState::FreeSlot,
+            Some(max) if running.len() + listed_claims + sent_claims < max => AdapterState::FreeSlot,
             Some(_) => AdapterState::Blocked,
             None => AdapterState::Unknown,
         }

@@ -3,6 +3,7 @@
 //! follows (in-flight counts, prefix ownership).
 
 mod adapter_drain;
+mod adapter_loads;
 mod admission;
 mod calibration;
 mod candidates;
@@ -25,6 +26,7 @@ use crate::scoring::{
 };
 use crate::snapshot::Snapshot;
 use adapter_drain::AdapterDrain;
+use adapter_loads::AdapterLoads;
 pub use calibration::TtftCalibration;
 pub use chars_per_token::CharsPerToken;
 pub use decision::{Decision, DecisionBasis, PodReport, Routing};
@@ -45,6 +47,8 @@ pub struct Router {
     others_shares: OtherShares,
     /// The adapter copies being drained so a starved adapter gets a slot.
     adapter_drain: AdapterDrain,
+    /// The adapter loads this router started since the snapshot.
+    adapter_loads: AdapterLoads,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
@@ -68,6 +72,7 @@ impl Router {
             replicas: 1,
             others_shares: OtherShares::default(),
             adapter_drain: AdapterDrain::default(),
+            adapter_loads: AdapterLoads::default(),
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
             calibration: TtftCalibration::default(),
@@ -102,6 +107,7 @@ impl Router {
         self.replicas = peers.replicas.max(1);
         self.others_shares = OtherShares::deal(&snapshot.pools, peers.place());
         self.adapter_drain = AdapterDrain::plan(&snapshot.pools, &snapshot.routing.models);
+        self.adapter_loads.clear();
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -201,6 +207,7 @@ impl Router {
             hashes: &hashes,
             adapter,
             drain: &self.adapter_drain,
+            loads: &self.adapter_loads,
             settings,
             ttft_factor: self.calibration.factor(&pool.name),
             now_ms,
@@ -299,6 +306,11 @@ impl Router {
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
         self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
+        if let Some(adapter) = &decision.adapter {
+            if decision.chosen.adapter.starts_a_load() {
+                self.adapter_loads.record(decision.chosen.endpoint, adapter);
+            }
+        }
         Ok(Routing::Routed(Box::new(decision)))
     }
 

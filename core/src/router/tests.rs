@@ -690,3 +690,35 @@ fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pod
         assert_eq!(distinct.len(), 3, "round {seed}: {chosen:?}");
     }
 }
+
+#[test]
+fn an_adapter_sent_since_the_snapshot_claims_its_slot() {
+    // Two slots per pod, one free on each; pod 1 has the shorter queue. "sql" is sent
+    // there. Until the next snapshot lists it, a request for "chat" finds that slot
+    // claimed and goes to pod 2; another "sql" request finds it loading on pod 1.
+    let mut snap = snapshot("a", vec![lora_pod(1, 0.0, &["b"], &[]), lora_pod(2, 3.0, &["d"], &[])]);
+    snap.routing.models.push(ModelConfig {
+        name: "lora-chat".into(),
+        pool: "a".into(),
+        adapter: Some("chat".into()),
+        criticality: Default::default(),
+    });
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    router.apply_snapshot(snap.clone(), &ledger);
+    let sql = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert_eq!((sql.endpoints[0], sql.chosen.adapter), (ep(1), crate::scoring::AdapterState::FreeSlot));
+    let again = router.route(&request("lora"), 1_011, &mut ledger).unwrap();
+    assert_eq!((again.endpoints[0], again.chosen.adapter), (ep(1), crate::scoring::AdapterState::Waiting));
+    let chat = router.route(&request("lora-chat"), 1_012, &mut ledger).unwrap();
+    assert_eq!((chat.endpoints[0], chat.chosen.adapter), (ep(2), crate::scoring::AdapterState::FreeSlot), "{chat:?}");
+    // A new snapshot (here, with the same lists) replaces what was sent before it.
+    snap.sequence = 2;
+    router.apply_snapshot(snap, &ledger);
+    let after = router.route(&request("lora-chat"), 1_013, &mut ledger).unwrap();
+    assert_eq!(
+        (after.endpoints[0], after.chosen.adapter),
+        (ep(1), crate::scoring::AdapterState::FreeSlot),
+        "{after:?}"
+    );
+}

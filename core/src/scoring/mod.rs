@@ -53,6 +53,14 @@ pub enum AdapterState {
     Unknown,
 }
 
+impl AdapterState {
+    /// Whether sending the request makes the pod load its adapter: it was not listed
+    /// there, running or waiting.
+    pub fn starts_a_load(self) -> bool {
+        matches!(self, Self::FreeSlot | Self::Duplicate | Self::Freeing | Self::Blocked)
+    }
+}
+
 /// Optional per-pod rates the agent learned from the pod's own counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LearnedRates {
