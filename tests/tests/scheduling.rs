@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use infergate_core::config::RoutingSettings;
 use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 use serde_json::{Value, json};
@@ -151,6 +152,70 @@ async fn a_second_copy_of_an_adapter_is_not_made_where_slots_are_scarce() {
     stack.pin_json(pods[2], pin(8.0, 1.0, &["sql-lora"])).await;
     stack.pin_json(pods[3], pin(1.0, 0.2, &["c", "d"])).await;
     sql_lora_stays_on(&stack, &pods[2].to_string(), &["adapter=Running", "adapter=Duplicate"], 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_just_sent_to_a_pods_last_free_slot_claims_it() {
+    // Pod 1 is idle with one free slot; pod 2 has one too, behind a queue of 2; pods 3
+    // and 4 have none. "a" goes to pod 1. "b", sent right after on the same worker and
+    // the same snapshot (which cannot list "a" there yet), finds that slot claimed and
+    // goes to pod 2. Scrapes every second, so that a pair sent just after a snapshot
+    // falls within it; a pair that straddles two is sent again.
+    let models = vec![ModelSpec::base("m", "a"), ModelSpec::lora("a", "a", "a"), ModelSpec::lora("b", "a", "b")];
+    let routing = RoutingSettings { signal_max_age_ms: 10_000, adapter_max_age_ms: 10_000, ..Default::default() };
+    let stack = Stack::start(StackSpec { models, routing, scrape_interval_ms: 1_000, ..StackSpec::default() }).await;
+    let pods: Vec<String> = stack.fleet.pods.iter().map(ToString::to_string).collect();
+    let pin = |waiting: f64, running: f64, kv: f64, adapters: &[&str]| json!({"waiting": waiting, "running": running, "kv_cache_usage": kv, "running_lora_adapters": adapters});
+    stack.pin_json(stack.fleet.pods[0], pin(0.0, 1.0, 0.2, &["x"])).await;
+    stack.pin_json(stack.fleet.pods[1], pin(2.0, 4.0, 0.4, &["x"])).await;
+    stack.pin_json(stack.fleet.pods[2], pin(0.0, 6.0, 0.6, &["x", "y"])).await;
+    stack.pin_json(stack.fleet.pods[3], pin(0.0, 6.0, 0.6, &["x", "y"])).await;
+    let client = single_connection_client();
+    let send = |model: &'static str| {
+        let body = json!({"model": model, "max_tokens": 1, "messages": [{"role": "user", "content": "Hello there"}]});
+        let client = client.clone();
+        let stack = &stack;
+        async move { post(&client, stack, &body).await }
+    };
+    let decision = |reply: &Reply| reply.header("x-infergate-decision").unwrap_or_default().to_string();
+    let age = |decision: &str| -> u64 {
+        let age = decision.split("; ").find_map(|part| part.strip_prefix("snapshot_age_ms="));
+        age.and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no snapshot age in {decision}"))
+    };
+    // A pod's entry in a decision ("chosen=…" or "runner_up=…"), if it is there.
+    let entry = |decision: &str, pod: &str| -> String {
+        decision.split("; ").find(|part| part.contains(&format!("={pod} score="))).unwrap_or_default().to_string()
+    };
+    stack
+        .wait_until("the pinned metrics to reach the router", Duration::from_secs(5), || async {
+            entry(&decision(&send("m").await), &pods[0]).contains("waiting=0 running=1 kv=0.20")
+        })
+        .await;
+    for _ in 0..5 {
+        // Wait for the next snapshot (its age drops), so that the pair has most of an
+        // interval and nothing sent before it counts.
+        let mut last = age(&decision(&send("m").await));
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = age(&decision(&send("m").await));
+            if now < last {
+                break;
+            }
+            last = now;
+        }
+        let (first, second) = (send("a").await, send("b").await);
+        let (first_decision, second_decision) = (decision(&first), decision(&second));
+        if age(&second_decision) < age(&first_decision) {
+            continue; // a snapshot came between the two
+        }
+        assert_eq!(first.served_by(), Some(pods[0].as_str()), "{first_decision}");
+        assert!(entry(&first_decision, &pods[0]).ends_with("adapter=FreeSlot"), "{first_decision}");
+        assert_eq!(second.served_by(), Some(pods[1].as_str()), "{second_decision}");
+        assert!(entry(&second_decision, &pods[1]).ends_with("adapter=FreeSlot"), "{second_decision}");
+        assert!(entry(&second_decision, &pods[0]).ends_with("adapter=Blocked"), "{second_decision}");
+        return;
+    }
+    panic!("five pairs in a row straddled two snapshots at a one-second scrape interval");
 }
 
 /// Waits until a "sql-lora" decision shows every one of `states` (the adapter lists
