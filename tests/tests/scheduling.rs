@@ -121,7 +121,7 @@ async fn a_lora_request_lands_where_its_adapter_is_resident() {
     sql_lora_stays_on(&stack, &pods[2].to_string(), &["adapter=Running"], 20).await;
     // With the resident pod's KV cache full (no room for even this prompt: it would
     // wait for a running request to finish), the pod with a free slot beats it and the
-    // ones that must evict.
+    // ones whose slots are all held.
     stack
         .pin_json(
             pods[2],
@@ -160,7 +160,8 @@ async fn an_adapter_just_sent_to_a_pods_last_free_slot_claims_it() {
     // and 4 have none. "a" goes to pod 1. "b", sent right after on the same worker and
     // the same snapshot (which cannot list "a" there yet), finds that slot claimed and
     // goes to pod 2. Scrapes every second, so that a pair sent just after a snapshot
-    // falls within it; a pair that straddles two is sent again.
+    // falls within it; a pair that straddles two is sent again. All requests go over
+    // one keep-alive connection, so one worker routes them.
     let models = vec![ModelSpec::base("m", "a"), ModelSpec::lora("a", "a", "a"), ModelSpec::lora("b", "a", "b")];
     let routing = RoutingSettings { signal_max_age_ms: 10_000, adapter_max_age_ms: 10_000, ..Default::default() };
     let stack = Stack::start(StackSpec { models, routing, scrape_interval_ms: 1_000, ..StackSpec::default() }).await;
@@ -195,7 +196,9 @@ async fn an_adapter_just_sent_to_a_pods_last_free_slot_claims_it() {
         // Wait for the next snapshot (its age drops), so that the pair has most of an
         // interval and nothing sent before it counts.
         let mut last = age(&decision(&send("m").await));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         loop {
+            assert!(tokio::time::Instant::now() < deadline, "no new snapshot within 3 s at a 1 s scrape interval");
             tokio::time::sleep(Duration::from_millis(20)).await;
             let now = age(&decision(&send("m").await));
             if now < last {

@@ -112,10 +112,13 @@ fn no_slot_to_spare(pool: &str, pods: &[(Endpoint, &PodSignals)], models: &[Mode
     slots > 0 && adapters.len() >= slots
 }
 
-/// An adapter waits on the pod while running requests hold every slot.
+/// An adapter waits on the pod for a slot: the running adapters and the waiting ones
+/// (each claims a slot, in order) are more than the slots.
 fn has_blocked_waiter(signals: &PodSignals) -> bool {
-    let full = signals.max_loras.is_some_and(|max| signals.running_adapters.len() >= max as usize);
-    full && signals.waiting_adapters.iter().any(|w| !signals.running_adapters.contains(w))
+    let Some(max) = signals.max_loras else { return false };
+    let running = &signals.running_adapters;
+    let claims = signals.waiting_adapters.iter().filter(|w| !running.contains(w)).count();
+    claims > 0 && running.len() + claims > max as usize
 }
 
 /// The copy that keeps its requests: one on a pod with no blocked waiter (the first

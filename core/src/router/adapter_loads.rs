@@ -1,70 +1,124 @@
-//! The adapter loads this router started since its snapshot: requests it sent to a pod
-//! whose adapter lists did not have their adapter.
+//! The adapter loads this router started that its snapshot cannot show yet: requests it
+//! sent to a pod whose adapter lists did not have their adapter.
 //!
 //! A snapshot is up to a scrape interval old, plus the push. Two requests for different
 //! adapters sent to the same pod within that window both saw its last free slot: the
-//! second then waited for one of the pod's adapters to drain, 1.5-3.7 s in part 2's
+//! second then waited for one of the pod's adapters to drain, 1.6-3.7 s in part 2's
 //! bursty-chat (BENCHMARKS.md part 2, 2026-12-03), against the 50 ms load it was priced
-//! at. So until the next snapshot, an adapter this router sent to a pod counts as
-//! listed there as waiting: a request for it finds it loading, and a request for any
-//! other adapter finds its slot claimed.
+//! at. So an adapter this router sent to a pod counts as listed waiting there until a
+//! snapshot whose scrape of that pod came after the send: a request for it finds it
+//! loading, and a request for any other adapter finds its slot claimed.
 //!
 //! Only this router's own sends count: each Envoy worker routes alone, and other
-//! workers' and replicas' loads show in the next snapshot.
+//! workers' and replicas' loads show in a later snapshot.
 
 use crate::endpoint::Endpoint;
+use crate::snapshot::PoolState;
 
-/// At most this many loads are kept between two snapshots (with no snapshot coming, the
-/// adapter lists go stale and the adapter state becomes unknown anyway).
+/// At most this many loads are kept (with no snapshot coming, the adapter lists go
+/// stale and the adapter state becomes unknown anyway).
 const MAX_LOADS: usize = 256;
+/// A load older than this is forgotten whatever the snapshots say: any scrape
+/// interval shows it by then, and the gateway's clock and the agent's may disagree.
+const MAX_AGE_MS: u64 = 2_000;
 
 #[derive(Debug, Default, Clone)]
-pub struct AdapterLoads(Vec<(Endpoint, String)>);
+pub struct AdapterLoads(Vec<Load>);
+
+#[derive(Debug, Clone)]
+struct Load {
+    pod: Endpoint,
+    adapter: String,
+    sent_at_ms: u64,
+}
 
 impl AdapterLoads {
-    /// A new snapshot shows what the pods hold: forget the loads sent before it.
-    pub fn clear(&mut self) {
-        self.0.clear();
+    /// A new snapshot: forget the loads its pods' scrapes came after (they show them,
+    /// or the requests are done), and those on pods it no longer has or never scraped.
+    pub fn forget_scraped(&mut self, pools: &[PoolState]) {
+        self.0.retain(|load| {
+            let pods = pools.iter().flat_map(|pool| &pool.pods);
+            let scraped = pods.filter(|p| p.address == load.pod).find_map(|p| p.scraped_at_ms);
+            scraped.is_some_and(|at| at < load.sent_at_ms)
+        });
     }
 
-    /// `adapter` was sent to `pod`, which did not list it.
-    pub fn record(&mut self, pod: Endpoint, adapter: &str) {
+    /// Forgets the loads sent more than [`MAX_AGE_MS`] before `now_ms`.
+    pub fn expire(&mut self, now_ms: u64) {
+        self.0.retain(|load| load.sent_at_ms.saturating_add(MAX_AGE_MS) > now_ms);
+    }
+
+    /// `adapter` was sent to `pod` at `now_ms`, and the pod did not list it.
+    pub fn record(&mut self, pod: Endpoint, adapter: &str, now_ms: u64) {
         if self.0.len() < MAX_LOADS && !self.on(pod).any(|a| a == adapter) {
-            self.0.push((pod, adapter.to_string()));
+            self.0.push(Load { pod, adapter: adapter.to_string(), sent_at_ms: now_ms });
         }
     }
 
-    /// The adapters sent to `pod` since the snapshot.
+    /// The adapters sent to `pod` that the snapshot cannot show.
     pub fn on(&self, pod: Endpoint) -> impl Iterator<Item = &str> {
-        self.0.iter().filter(move |(at, _)| *at == pod).map(|(_, adapter)| adapter.as_str())
+        self.0.iter().filter(move |load| load.pod == pod).map(|load| load.adapter.as_str())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{PodSignals, PodState};
+
+    fn ep(port: u16) -> Endpoint {
+        format!("10.0.0.1:{port}").parse().unwrap()
+    }
+
+    fn scraped(pods: &[(u16, u64)]) -> Vec<PoolState> {
+        let pods = pods.iter().map(|&(port, at)| PodState::scraped(ep(port), at, PodSignals::default())).collect();
+        vec![PoolState { name: "a".into(), pods }]
+    }
 
     #[test]
-    fn loads_are_kept_per_pod_once_until_cleared() {
-        let (a, b): (Endpoint, Endpoint) = ("10.0.0.1:8000".parse().unwrap(), "10.0.0.2:8000".parse().unwrap());
+    fn loads_are_kept_per_pod_once() {
         let mut loads = AdapterLoads::default();
-        loads.record(a, "sql");
-        loads.record(a, "sql");
-        loads.record(a, "chat");
-        loads.record(b, "sql");
-        assert_eq!(loads.on(a).collect::<Vec<_>>(), ["sql", "chat"]);
-        assert_eq!(loads.on(b).collect::<Vec<_>>(), ["sql"]);
-        loads.clear();
-        assert_eq!(loads.on(a).count(), 0);
+        loads.record(ep(1), "sql", 10);
+        loads.record(ep(1), "sql", 11);
+        loads.record(ep(1), "chat", 12);
+        loads.record(ep(2), "sql", 13);
+        assert_eq!(loads.on(ep(1)).collect::<Vec<_>>(), ["sql", "chat"]);
+        assert_eq!(loads.on(ep(2)).collect::<Vec<_>>(), ["sql"]);
+    }
+
+    #[test]
+    fn a_snapshot_forgets_the_loads_its_scrapes_came_after() {
+        let mut loads = AdapterLoads::default();
+        loads.record(ep(1), "sql", 100);
+        loads.record(ep(1), "chat", 140);
+        loads.record(ep(2), "sql", 100);
+        loads.record(ep(3), "sql", 100);
+        // Pod 1 was scraped at 120: it shows "sql" but not "chat". Pod 2's scrape is
+        // older than both; pod 3 left the pool.
+        loads.forget_scraped(&scraped(&[(1, 120), (2, 90)]));
+        assert_eq!(loads.on(ep(1)).collect::<Vec<_>>(), ["chat"]);
+        assert_eq!(loads.on(ep(2)).collect::<Vec<_>>(), ["sql"]);
+        assert_eq!(loads.on(ep(3)).count(), 0);
+        loads.forget_scraped(&scraped(&[(1, 150), (2, 150)]));
+        assert_eq!(loads.on(ep(1)).chain(loads.on(ep(2))).count(), 0);
+    }
+
+    #[test]
+    fn old_loads_expire() {
+        let mut loads = AdapterLoads::default();
+        loads.record(ep(1), "sql", 1_000);
+        loads.expire(1_000 + MAX_AGE_MS - 1);
+        assert_eq!(loads.on(ep(1)).count(), 1);
+        loads.expire(1_000 + MAX_AGE_MS);
+        assert_eq!(loads.on(ep(1)).count(), 0);
     }
 
     #[test]
     fn the_list_is_bounded() {
-        let pod: Endpoint = "10.0.0.1:8000".parse().unwrap();
         let mut loads = AdapterLoads::default();
         for i in 0..2 * MAX_LOADS {
-            loads.record(pod, &format!("adapter-{i}"));
+            loads.record(ep(1), &format!("adapter-{i}"), 1);
         }
-        assert_eq!(loads.on(pod).count(), MAX_LOADS);
+        assert_eq!(loads.on(ep(1)).count(), MAX_LOADS);
     }
 }

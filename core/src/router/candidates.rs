@@ -31,7 +31,7 @@ pub(super) struct Inputs<'a> {
     pub adapter: Option<&'a str>,
     /// The adapter copies being drained (`adapter_drain`).
     pub drain: &'a AdapterDrain,
-    /// The adapter loads this router started since the snapshot (`adapter_loads`).
+    /// The adapter loads this router started that the snapshot cannot show (`adapter_loads`).
     pub loads: &'a AdapterLoads,
     pub settings: &'a RoutingSettings,
     /// The pool's learned correction of its predictions (`calibration`).
@@ -218,7 +218,8 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
 /// 2026-12-03 were such: an adapter sent to a pod's last free slot, another sent there
 /// 30-70 ms later, on a snapshot that showed the first one waiting, served 3.4 s later.)
 /// A waiting request for an adapter that also runs claims nothing new. An adapter this
-/// router sent the pod since the snapshot (`loads`) counts as listed waiting.
+/// router sent the pod that the snapshot cannot show yet (`loads`) counts as listed
+/// waiting.
 fn adapter_state(signals: &PodSignals, adapter: &str, loads: &AdapterLoads, pod: Endpoint) -> AdapterState {
     let running = &signals.running_adapters;
     let listed = |a: &str| running.iter().chain(&signals.waiting_adapters).any(|l| l == a);

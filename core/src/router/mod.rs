@@ -47,7 +47,7 @@ pub struct Router {
     others_shares: OtherShares,
     /// The adapter copies being drained so a starved adapter gets a slot.
     adapter_drain: AdapterDrain,
-    /// The adapter loads this router started since the snapshot.
+    /// The adapter loads this router started that the snapshot cannot show yet.
     adapter_loads: AdapterLoads,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
@@ -107,7 +107,7 @@ impl Router {
         self.replicas = peers.replicas.max(1);
         self.others_shares = OtherShares::deal(&snapshot.pools, peers.place());
         self.adapter_drain = AdapterDrain::plan(&snapshot.pools, &snapshot.routing.models);
-        self.adapter_loads.clear();
+        self.adapter_loads.forget_scraped(&snapshot.pools);
         self.baseline.clear();
         self.pending_baseline.clear();
         let mut capacity = HashMap::new();
@@ -194,6 +194,7 @@ impl Router {
             settings.prefix.block_chars,
             settings.prefix.max_blocks,
         );
+        self.adapter_loads.expire(now_ms);
         let tables = &mut self.tables;
         let inputs = candidates::Inputs {
             pool,
@@ -308,7 +309,7 @@ impl Router {
         self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
         if let Some(adapter) = &decision.adapter {
             if decision.chosen.adapter.starts_a_load() {
-                self.adapter_loads.record(decision.chosen.endpoint, adapter);
+                self.adapter_loads.record(decision.chosen.endpoint, adapter, now_ms);
             }
         }
         Ok(Routing::Routed(Box::new(decision)))

@@ -692,7 +692,7 @@ fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pod
 }
 
 #[test]
-fn an_adapter_sent_since_the_snapshot_claims_its_slot() {
+fn an_adapter_sent_after_the_scrape_claims_its_slot() {
     // Two slots per pod, one free on each; pod 1 has the shorter queue. "sql" is sent
     // there. Until the next snapshot lists it, a request for "chat" finds that slot
     // claimed and goes to pod 2; another "sql" request finds it loading on pod 1.
@@ -712,10 +712,18 @@ fn an_adapter_sent_since_the_snapshot_claims_its_slot() {
     assert_eq!((again.endpoints[0], again.chosen.adapter), (ep(1), crate::scoring::AdapterState::Waiting));
     let chat = router.route(&request("lora-chat"), 1_012, &mut ledger).unwrap();
     assert_eq!((chat.endpoints[0], chat.chosen.adapter), (ep(2), crate::scoring::AdapterState::FreeSlot), "{chat:?}");
-    // A new snapshot (here, with the same lists) replaces what was sent before it.
+    // A new snapshot whose scrapes predate the sends cannot show them: the claim stays.
     snap.sequence = 2;
+    router.apply_snapshot(snap.clone(), &ledger);
+    let before = router.route(&request("lora-chat"), 1_013, &mut ledger).unwrap();
+    assert_eq!(before.endpoints[0], ep(2), "{before:?}");
+    // One scraped after them shows what the pod holds (here, the same lists).
+    snap.sequence = 3;
+    for pod in &mut snap.pools[0].pods {
+        pod.scraped_at_ms = Some(1_020);
+    }
     router.apply_snapshot(snap, &ledger);
-    let after = router.route(&request("lora-chat"), 1_013, &mut ledger).unwrap();
+    let after = router.route(&request("lora-chat"), 1_021, &mut ledger).unwrap();
     assert_eq!(
         (after.endpoints[0], after.chosen.adapter),
         (ep(1), crate::scoring::AdapterState::FreeSlot),

@@ -54,8 +54,9 @@ pub enum AdapterState {
 }
 
 impl AdapterState {
-    /// Whether sending the request makes the pod load its adapter: it was not listed
-    /// there, running or waiting.
+    /// Whether sending the request makes the pod load its adapter: it does not run
+    /// there, and is not known to be loading (a blocked adapter may be listed waiting;
+    /// recording it again changes nothing).
     pub fn starts_a_load(self) -> bool {
         matches!(self, Self::FreeSlot | Self::Duplicate | Self::Freeing | Self::Blocked)
     }

@@ -109,7 +109,7 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         AdapterState::FreeSlot | AdapterState::Unknown => defaults.lora_load_ms,
         // A running request must finish first: on average half an answer of decoding.
         AdapterState::Freeing => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens / 2.0,
-        // Nothing frees a slot while the resident adapters' requests keep coming.
+        // Nothing frees a slot while the resident (or claiming) adapters' requests keep coming.
         AdapterState::Blocked => 2.0 * defaults.lora_load_ms + step_ms * defaults.output_tokens,
         // Each request it adds holds the slot an adapter waits for about half an answer more.
         AdapterState::Surplus => step_ms * defaults.output_tokens / 2.0,
