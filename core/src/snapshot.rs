@@ -101,6 +101,17 @@ pub struct PodSignals {
     pub request_rate_per_s: Option<f64>,
 }
 
+impl PodSignals {
+    /// The LoRA slots the listed adapters hold or claim: one per running adapter, and
+    /// one per adapter that only waiting requests use (it loads before any adapter
+    /// asked for after it). Idle resident adapters are not listed by vLLM; their
+    /// slots count as free, since evicting one costs no more than an empty slot.
+    pub fn claimed_lora_slots(&self) -> usize {
+        let running = &self.running_adapters;
+        running.len() + self.waiting_adapters.iter().filter(|a| !running.contains(a)).count()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     #[error("snapshot of {size} bytes exceeds the limit of {limit} bytes")]

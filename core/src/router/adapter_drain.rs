@@ -113,12 +113,11 @@ fn no_slot_to_spare(pool: &str, pods: &[(Endpoint, &PodSignals)], models: &[Mode
 }
 
 /// An adapter waits on the pod for a slot: the running adapters and the waiting ones
-/// (each claims a slot, in order) are more than the slots.
+/// claim more slots than there are.
 fn has_blocked_waiter(signals: &PodSignals) -> bool {
     let Some(max) = signals.max_loras else { return false };
-    let running = &signals.running_adapters;
-    let claims = signals.waiting_adapters.iter().filter(|w| !running.contains(w)).count();
-    claims > 0 && running.len() + claims > max as usize
+    let claimed = signals.claimed_lora_slots();
+    claimed > signals.running_adapters.len() && claimed > max as usize
 }
 
 /// The copy that keeps its requests: one on a pod with no blocked waiter (the first

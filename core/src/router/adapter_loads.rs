@@ -3,7 +3,7 @@
 //!
 //! A snapshot is up to a scrape interval old, plus the push. Two requests for different
 //! adapters sent to the same pod within that window both saw its last free slot: the
-//! second then waited for one of the pod's adapters to drain, 1.6-3.7 s in part 2's
+//! second then waited for one of the pod's adapters to drain: 3.7 s, in part 2's
 //! bursty-chat (BENCHMARKS.md part 2, 2026-12-03), against the 50 ms load it was priced
 //! at. So an adapter this router sent to a pod counts as listed waiting there until a
 //! snapshot whose scrape of that pod came after the send: a request for it finds it

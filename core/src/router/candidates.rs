@@ -231,10 +231,9 @@ fn adapter_state(signals: &PodSignals, adapter: &str, loads: &AdapterLoads, pod:
     } else if signals.waiting_adapters.iter().any(|a| a == adapter) || loads.on(pod).any(|a| a == adapter) {
         AdapterState::Waiting
     } else {
-        let listed_claims = signals.waiting_adapters.iter().filter(|a| !running.contains(a)).count();
         let sent_claims = loads.on(pod).filter(|a| !listed(a)).count();
         match max {
-            Some(max) if running.len() + listed_claims + sent_claims < max => AdapterState::FreeSlot,
+            Some(max) if signals.claimed_lora_slots() + sent_claims < max => AdapterState::FreeSlot,
             Some(_) => AdapterState::Blocked,
             None => AdapterState::Unknown,
         }
