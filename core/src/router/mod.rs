@@ -21,8 +21,8 @@ use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixIndex, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    Candidate, OtherShares, RequestShape, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals,
-    weighted_totals,
+    Candidate, OtherShares, RequestShape, keep_conversation, keep_with_owner, over_threshold, prefer_own_share,
+    rank_top, ttft_totals, weighted_totals,
 };
 use crate::snapshot::Snapshot;
 use adapter_drain::AdapterDrain;
@@ -242,6 +242,7 @@ impl Router {
             ScoringMode::PredictedTtft => {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
+                keep_conversation(candidates, &tables.breakdowns, &shape, &mut tables.totals);
                 let others = (&self.others_shares, pool.name.as_str());
                 prefer_own_share(candidates, &tables.breakdowns, &shape, others, &mut tables.totals);
             }

@@ -6,6 +6,7 @@
 //! the weighted sum, as the Gateway API Inference Extension does. In both, pods above
 //! the KV threshold are skipped unless all are, and ties are broken at random.
 
+mod conversation_affinity;
 mod kv_cache;
 mod lora_affinity;
 mod normalize;
@@ -19,6 +20,7 @@ mod running_requests;
 
 use crate::config::{CostDefaults, Profile, Weights};
 use crate::endpoint::Endpoint;
+pub use conversation_affinity::keep_conversation;
 pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
 pub use prefix_affinity::keep_with_owner;
