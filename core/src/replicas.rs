@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn round_trips_and_refuses_garbage_and_oversize() {
         let digest = ReplicaDigest {
-            records: vec![PrefixRecord { pod: pod(1), hashes: vec![3, 4] }],
+            records: vec![PrefixRecord::blocks(pod(1), vec![3, 4])],
             load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }],
             replicas: 3,
             index: Some(2),
@@ -126,7 +126,7 @@ mod tests {
         assert_eq!(ReplicaDigest::decode(&digest.encode()), Ok(digest));
         assert!(matches!(ReplicaDigest::decode(b"\xc1nope"), Err(DigestError::Decode(_))));
         let huge = ReplicaDigest {
-            records: vec![PrefixRecord { pod: pod(1), hashes: vec![1; MAX_RECORD_HASHES + 1] }],
+            records: vec![PrefixRecord::blocks(pod(1), vec![1; MAX_RECORD_HASHES + 1])],
             ..ReplicaDigest::default()
         };
         assert_eq!(

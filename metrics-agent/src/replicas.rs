@@ -155,7 +155,7 @@ mod tests {
     }
 
     fn record(port: u16, hashes: usize) -> PrefixRecord {
-        PrefixRecord { pod: pod(port), hashes: vec![7; hashes] }
+        PrefixRecord::blocks(pod(port), vec![7; hashes])
     }
 
     fn load(port: u16, in_flight: u32) -> PeerLoad {

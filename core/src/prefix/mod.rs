@@ -10,4 +10,4 @@ mod record;
 
 pub use hashing::prompt_block_hashes;
 pub use index::PrefixIndex;
-pub use record::{MAX_RECORD_HASHES, PrefixRecord};
+pub use record::{AdapterLoad, MAX_RECORD_HASHES, PrefixRecord};

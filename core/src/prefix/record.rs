@@ -1,6 +1,6 @@
-//! Prefix records as one Envoy worker tells the others: pod and block hashes, in
-//! MessagePack, several records to a message. Bounded on decode so a corrupt message
-//! cannot allocate much.
+//! Prefix records as one Envoy worker tells the others: pod and block hashes, and the
+//! adapter load the decision started there, if any, in MessagePack, several records to
+//! a message. Bounded on decode so a corrupt message cannot allocate much.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +13,28 @@ pub const MAX_RECORD_HASHES: usize = 65_536;
 pub struct PrefixRecord {
     pub pod: Endpoint,
     pub hashes: Vec<u64>,
+    /// The adapter the decision sent to `pod` that the pod's adapter lists did not
+    /// show: every router counts it there until a scrape of the pod shows it
+    /// (`router/adapter_loads.rs`). Left out when there is none, so a record without
+    /// one reads as before it existed; the workers of one Envoy run the same build, and
+    /// the replica digest carries none (`ReplicaDigest`), so no older reader sees one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<AdapterLoad>,
+}
+
+/// An adapter load a decision started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdapterLoad {
+    pub adapter: String,
+    /// The deciding gateway's clock.
+    pub sent_at_ms: u64,
+}
+
+impl PrefixRecord {
+    /// A record of blocks only.
+    pub fn blocks(pod: Endpoint, hashes: Vec<u64>) -> Self {
+        Self { pod, hashes, load: None }
+    }
 }
 
 impl PrefixRecord {
@@ -38,17 +60,36 @@ mod tests {
     #[test]
     fn round_trips_and_refuses_garbage() {
         let records = vec![
-            PrefixRecord { pod: "10.0.0.1:8000".parse().unwrap(), hashes: vec![1, u64::MAX, 3] },
-            PrefixRecord { pod: "10.0.0.2:8000".parse().unwrap(), hashes: vec![7] },
+            PrefixRecord::blocks("10.0.0.1:8000".parse().unwrap(), vec![1, u64::MAX, 3]),
+            PrefixRecord {
+                pod: "10.0.0.2:8000".parse().unwrap(),
+                hashes: vec![7],
+                load: Some(AdapterLoad { adapter: "sql".into(), sent_at_ms: 1_700_000_000_000 }),
+            },
         ];
         assert_eq!(PrefixRecord::decode_all(&PrefixRecord::encode_all(&records)), Some(records));
         assert_eq!(PrefixRecord::decode_all(b"\xc1\x00garbage"), None);
     }
 
     #[test]
+    fn records_without_an_adapter_load_read_as_before_it_existed_both_ways() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Before {
+            pod: Endpoint,
+            hashes: Vec<u64>,
+        }
+        let pod: Endpoint = "10.0.0.1:8000".parse().unwrap();
+        let bytes = rmp_serde::to_vec(&vec![Before { pod, hashes: vec![5, 6] }]).unwrap();
+        assert_eq!(PrefixRecord::decode_all(&bytes), Some(vec![PrefixRecord::blocks(pod, vec![5, 6])]));
+        let ours = PrefixRecord::encode_all(&[PrefixRecord::blocks(pod, vec![5, 6])]);
+        let old: Vec<Before> = rmp_serde::from_slice(&ours).unwrap();
+        assert_eq!(old, [Before { pod, hashes: vec![5, 6] }]);
+    }
+
+    #[test]
     fn a_message_over_the_hash_bound_is_refused() {
         let pod: Endpoint = "10.0.0.1:8000".parse().unwrap();
-        let records = vec![PrefixRecord { pod, hashes: vec![1; MAX_RECORD_HASHES / 2 + 1] }; 2];
+        let records = vec![PrefixRecord::blocks(pod, vec![1; MAX_RECORD_HASHES / 2 + 1]); 2];
         assert_eq!(PrefixRecord::decode_all(&PrefixRecord::encode_all(&records)), None);
     }
 }

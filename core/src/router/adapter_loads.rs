@@ -9,8 +9,13 @@
 //! snapshot whose scrape of that pod came after the send: a request for it finds it
 //! loading, and a request for any other adapter finds its slot claimed.
 //!
-//! Only this router's own sends count: each Envoy worker routes alone, and other
-//! workers' and replicas' loads show in a later snapshot.
+//! Each Envoy worker routes alone, so a decision's load also rides in its prefix
+//! record (`prefix::AdapterLoad`) to the other workers, within the 5 ms batch, and
+//! each router counts those too. Other replicas do not get them: the exchange takes
+//! as long as the next scrape, and an agent or replica of an older build would refuse
+//! a digest carrying one. With
+//! this router's own sends only, two workers of one gateway still sent two adapters to
+//! one free slot 20 ms apart (part 2, 2026-12-03: 3.7 s).
 
 use crate::endpoint::Endpoint;
 use crate::snapshot::PoolState;
@@ -18,6 +23,12 @@ use crate::snapshot::PoolState;
 /// At most this many loads are kept (with no snapshot coming, the adapter lists go
 /// stale and the adapter state becomes unknown anyway).
 const MAX_LOADS: usize = 256;
+/// How long after the decision a scrape may still miss the request: Envoy forwards
+/// it, and the engine parses and tokenizes it before its scheduler lists it (tens of
+/// milliseconds for a long prompt). A scrape 1 ms after the decision did not list it
+/// and dropped the load (part 2, 2026-12-03: a second adapter sent to the same slot 11
+/// ms later waited 3.2 s).
+const IN_TRANSIT_MS: u64 = 250;
 /// A load older than this is forgotten whatever the snapshots say: any scrape
 /// interval shows it by then, and the gateway's clock and the agent's may disagree.
 const MAX_AGE_MS: u64 = 2_000;
@@ -33,13 +44,19 @@ struct Load {
 }
 
 impl AdapterLoads {
-    /// A new snapshot: forget the loads its pods' scrapes came after (they show them,
-    /// or the requests are done), and those on pods it no longer has or never scraped.
+    /// A new snapshot: forget the loads its pods' scrapes show (the adapter is listed),
+    /// or came [`IN_TRANSIT_MS`] after (the requests are done), and those on pods it no
+    /// longer has or never scraped.
     pub fn forget_scraped(&mut self, pools: &[PoolState]) {
         self.0.retain(|load| {
-            let pods = pools.iter().flat_map(|pool| &pool.pods);
-            let scraped = pods.filter(|p| p.address == load.pod).find_map(|p| p.scraped_at_ms);
-            scraped.is_some_and(|at| at < load.sent_at_ms)
+            let mut pods = pools.iter().flat_map(|pool| &pool.pods);
+            let Some(pod) = pods.find(|p| p.address == load.pod && p.scraped_at_ms.is_some()) else { return false };
+            let listed = pod
+                .signals
+                .as_ref()
+                .is_some_and(|s| s.running_adapters.iter().chain(&s.waiting_adapters).any(|a| *a == load.adapter));
+            let scraped_at = pod.scraped_at_ms.unwrap_or(u64::MAX);
+            !listed && scraped_at < load.sent_at_ms.saturating_add(IN_TRANSIT_MS)
         });
     }
 
@@ -87,19 +104,25 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_forgets_the_loads_its_scrapes_came_after() {
+    fn a_snapshot_forgets_the_loads_its_scrapes_list_or_came_well_after() {
         let mut loads = AdapterLoads::default();
         loads.record(ep(1), "sql", 100);
         loads.record(ep(1), "chat", 140);
         loads.record(ep(2), "sql", 100);
         loads.record(ep(3), "sql", 100);
-        // Pod 1 was scraped at 120: it shows "sql" but not "chat". Pod 2's scrape is
-        // older than both; pod 3 left the pool.
-        loads.forget_scraped(&scraped(&[(1, 120), (2, 90)]));
+        // Pod 1 was scraped at 120 and lists "sql" waiting, not "chat" (still in
+        // transit); pod 2's scrape at 101 came too soon to list it; pod 3 left the pool.
+        let mut pools = scraped(&[(1, 120), (2, 101)]);
+        if let Some(pod) = pools.first_mut().and_then(|p| p.pods.first_mut()) {
+            pod.signals = Some(PodSignals { waiting_adapters: vec!["sql".into()], ..PodSignals::default() });
+        }
+        loads.forget_scraped(&pools);
         assert_eq!(loads.on(ep(1)).collect::<Vec<_>>(), ["chat"]);
         assert_eq!(loads.on(ep(2)).collect::<Vec<_>>(), ["sql"]);
         assert_eq!(loads.on(ep(3)).count(), 0);
-        loads.forget_scraped(&scraped(&[(1, 150), (2, 150)]));
+        // Scrapes long enough after the sends show what runs: a load they do not list
+        // finished, or never reached the pod.
+        loads.forget_scraped(&scraped(&[(1, 140 + IN_TRANSIT_MS), (2, 100 + IN_TRANSIT_MS)]));
         assert_eq!(loads.on(ep(1)).chain(loads.on(ep(2))).count(), 0);
     }
 

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use crate::config::{Criticality, Profile, RoutingSettings, ScoringMode};
 use crate::endpoint::Endpoint;
+use crate::prefix::AdapterLoad;
 use crate::scoring::{AdapterState, Candidate, RequestShape, TtftBreakdown, predicted_ttft};
 
 /// What the ranking rested on.
@@ -103,6 +104,9 @@ pub struct Decision {
     /// How old the snapshot the decision used was (from the agent's clock to this
     /// gateway's), or `None` without one.
     pub snapshot_age_ms: Option<u64>,
+    /// The adapter load the decision started on the chosen pod (its adapter lists did
+    /// not show the adapter), for the other workers and replicas to count.
+    pub adapter_load: Option<AdapterLoad>,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,
     /// When the request spilled: of the pods holding the longest prefix match, the one

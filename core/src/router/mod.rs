@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use crate::api_error::ApiError;
 use crate::config::{AdmissionSettings, Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
-use crate::prefix::{PrefixIndex, prompt_block_hashes};
+use crate::prefix::{AdapterLoad, PrefixIndex, PrefixRecord, prompt_block_hashes};
 use crate::request::InferenceRequest;
 use crate::scoring::{
     Candidate, OtherShares, RequestShape, keep_conversation, keep_with_owner, over_threshold, prefer_own_share,
@@ -297,6 +297,11 @@ impl Router {
             prefix_hashes: hashes,
             pending_prefill_tokens,
             snapshot_age_ms: self.snapshot.as_ref().map(|s| now_ms.saturating_sub(s.created_at_ms)),
+            adapter_load: model
+                .adapter
+                .as_ref()
+                .filter(|_| chosen.adapter.starts_a_load())
+                .map(|adapter| AdapterLoad { adapter: adapter.clone(), sent_at_ms: now_ms }),
             chosen,
             runner_up,
             owner,
@@ -308,10 +313,8 @@ impl Router {
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
         self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
-        if let Some(adapter) = &decision.adapter {
-            if decision.chosen.adapter.starts_a_load() {
-                self.adapter_loads.record(decision.chosen.endpoint, adapter, now_ms);
-            }
+        if let Some(load) = &decision.adapter_load {
+            self.adapter_loads.record(decision.chosen.endpoint, &load.adapter, load.sent_at_ms);
         }
         Ok(Routing::Routed(Box::new(decision)))
     }
@@ -353,6 +356,15 @@ impl Router {
         let capacity =
             self.capacity.get(&pod).copied().unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize);
         self.prefix.record(pod, hashes, capacity);
+    }
+
+    /// Another worker's or replica's decision: the blocks its pod is about to hold, and
+    /// the adapter load it started there, counted until a scrape of the pod shows it.
+    pub fn record_peer(&mut self, record: &PrefixRecord) {
+        self.record_prefix(record.pod, &record.hashes);
+        if let Some(load) = &record.load {
+            self.adapter_loads.record(record.pod, &load.adapter, load.sent_at_ms);
+        }
     }
 
     /// The request sent to `pod` has finished, whatever its outcome; if it failed

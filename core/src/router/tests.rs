@@ -717,16 +717,64 @@ fn an_adapter_sent_after_the_scrape_claims_its_slot() {
     router.apply_snapshot(snap.clone(), &ledger);
     let before = router.route(&request("lora-chat"), 1_013, &mut ledger).unwrap();
     assert_eq!(before.endpoints[0], ep(2), "{before:?}");
-    // One scraped after them shows what the pod holds (here, the same lists).
+    // Nor can one scraped right after them: the requests may not have reached the pod.
     snap.sequence = 3;
     for pod in &mut snap.pools[0].pods {
         pod.scraped_at_ms = Some(1_020);
     }
+    router.apply_snapshot(snap.clone(), &ledger);
+    let in_transit = router.route(&request("lora-chat"), 1_021, &mut ledger).unwrap();
+    assert_eq!(in_transit.endpoints[0], ep(2), "{in_transit:?}");
+    // One scraped well after them shows what the pod holds (here, the same lists: the
+    // "sql" requests finished).
+    snap.sequence = 4;
+    for pod in &mut snap.pools[0].pods {
+        pod.scraped_at_ms = Some(1_400);
+    }
     router.apply_snapshot(snap, &ledger);
-    let after = router.route(&request("lora-chat"), 1_021, &mut ledger).unwrap();
+    let after = router.route(&request("lora-chat"), 1_401, &mut ledger).unwrap();
     assert_eq!(
         (after.endpoints[0], after.chosen.adapter),
         (ep(1), crate::scoring::AdapterState::FreeSlot),
         "{after:?}"
     );
+}
+
+#[test]
+fn an_adapter_another_worker_sent_claims_its_slot_here_too() {
+    // Two workers' routers on one snapshot: pod 1 has the shorter queue and one free
+    // slot. Worker A sends "sql" there; its record reaches worker B, whose "chat"
+    // request then finds the slot claimed and goes to pod 2. Without the record, B
+    // sends "chat" to pod 1 as well.
+    let mut snap = snapshot("a", vec![lora_pod(1, 0.0, &["b"], &[]), lora_pod(2, 3.0, &["d"], &[])]);
+    snap.routing.models.push(ModelConfig {
+        name: "lora-chat".into(),
+        pool: "a".into(),
+        adapter: Some("chat".into()),
+        criticality: Default::default(),
+    });
+    let mut ledger = LocalLedger::default();
+    let mut worker_a = Router::new(config(), 1);
+    worker_a.apply_snapshot(snap.clone(), &ledger);
+    let sql = worker_a.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert_eq!(sql.endpoints[0], ep(1));
+    let load = sql.adapter_load.clone().expect("a load was started");
+    assert_eq!((load.adapter.as_str(), load.sent_at_ms), ("sql", 1_010));
+    let record = PrefixRecord { pod: ep(1), hashes: sql.prefix_hashes.clone(), load: Some(load) };
+
+    let fresh_ledger = LocalLedger::default;
+    let route_chat = |peer: Option<&PrefixRecord>| {
+        let mut worker_b = Router::new(config(), 2);
+        let mut ledger = fresh_ledger();
+        worker_b.apply_snapshot(snap.clone(), &ledger);
+        if let Some(record) = peer {
+            worker_b.record_peer(record);
+        }
+        worker_b.route(&request("lora-chat"), 1_015, &mut ledger).unwrap()
+    };
+    assert_eq!(route_chat(None).endpoints[0], ep(1), "alone, B sees the free slot");
+    let chat = route_chat(Some(&record));
+    assert_eq!((chat.endpoints[0], chat.chosen.adapter), (ep(2), crate::scoring::AdapterState::FreeSlot), "{chat:?}");
+    // A request for a running adapter starts no load, and says so.
+    assert!(worker_a.route(&request("lora"), 1_020, &mut ledger).unwrap().adapter_load.is_none());
 }

@@ -68,7 +68,10 @@ fn drain(host: &dyn Host, queue: u32) -> Vec<PrefixRecord> {
                 continue;
             }
             hashes += record.hashes.len();
-            records.push(record);
+            // Adapter loads stay within the gateway: an agent or replica of an older
+            // build would refuse a digest that carries one (a snapshot shows the load
+            // within an exchange anyway).
+            records.push(PrefixRecord { load: None, ..record });
         }
     }
     if dropped > 0 {

@@ -232,3 +232,31 @@ fn another_replicas_records_reach_every_worker_even_one_that_skips_snapshots() {
         assert_eq!(chosen.as_deref(), Some(pod_a.as_str()), "worker {worker}");
     }
 }
+
+#[test]
+fn the_digest_passes_on_prefix_records_without_adapter_loads() {
+    // An adapter load rides in a record between the workers of one Envoy; the digest
+    // drops it, so agents and replicas of older builds can still read it.
+    let gateway = Gateway::new(2, false);
+    let lora =
+        infergate_core::snapshot::PodSignals { running_adapters: vec!["other".into()], max_loras: Some(2), ..idle() };
+    let signals = [lora.clone(), lora.clone(), lora];
+    let body = crate::test_support::snapshot_with(1, gateway.envoy.now_ms(), &signals, crate::test_support::routing());
+    let mut stream = gateway.control.stream();
+    let bearer = format!("Bearer {TOKEN}");
+    stream.request("POST", path::SNAPSHOT, &[("authorization", &bearer), (header::REPLICAS, "3")], &[&body]);
+    gateway.envoy.deliver();
+    gateway.route(1, "join").0.end();
+    let mut lora_request = gateway.routers[0].stream();
+    let chat =
+        serde_json::json!({"model": "sql-lora", "messages": [{"role": "user", "content": "a query ".repeat(300)}]});
+    lora_request.post_json("/v1/chat/completions", &[], &chat);
+    assert!(lora_request.request_header(header::ENDPOINT).is_some(), "routed");
+    gateway.envoy.advance_ms(5);
+    assert!(outbox_length(&gateway) >= 1, "the claim went to the outbox");
+
+    let digest = digest_of(&push_to_replicas(&gateway, "3", 2));
+    assert!(!digest.records.is_empty());
+    assert!(digest.records.iter().all(|r| r.load.is_none()), "{:?}", digest.records);
+    lora_request.end();
+}

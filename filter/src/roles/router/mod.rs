@@ -133,13 +133,16 @@ impl RouterShared {
         if let Ok(mut router) = self.router.try_borrow_mut() {
             router.record_prefix(pod, &hashes);
         }
-        self.announce_claim(pod, hashes);
+        self.announce_claim(PrefixRecord::blocks(pod, hashes));
     }
 
-    /// Tells the other workers and replicas that `pod` is about to hold these blocks:
-    /// the claim this worker's router made at its decision.
-    fn announce_claim(&self, pod: Endpoint, hashes: Vec<u64>) {
-        if !hashes.is_empty() && self.peers.share(PrefixRecord { pod, hashes }, self.host.now_unix_ms()) {
+    /// Tells the other workers and replicas that `record.pod` is about to hold these
+    /// blocks, and load its adapter: the claim this worker's router made at its decision.
+    fn announce_claim(&self, record: PrefixRecord) {
+        if record.hashes.is_empty() && record.load.is_none() {
+            return;
+        }
+        if self.peers.share(record, self.host.now_unix_ms()) {
             self.keep_ticking();
         }
     }
@@ -159,7 +162,7 @@ impl RouterShared {
         let Ok(mut router) = self.router.try_borrow_mut() else { return };
         while let Some(bytes) = self.host.dequeue(queue_id) {
             match PrefixRecord::decode_all(&bytes) {
-                Some(records) => records.iter().for_each(|r| router.record_prefix(r.pod, &r.hashes)),
+                Some(records) => records.iter().for_each(|r| router.record_peer(r)),
                 None => log::warn!("infergate router: dropped an undecodable prefix record"),
             }
         }

@@ -17,6 +17,7 @@ use infergate_core::config::Criticality;
 use infergate_core::config::FlowControlSettings;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::flow::Ticket;
+use infergate_core::prefix::PrefixRecord;
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, DecisionBasis, Router, Routing, chars_per_token};
 use infergate_core::usage;
@@ -374,7 +375,11 @@ impl RouterShared {
         // The claim goes to the other workers and replicas now, not at the first
         // token: a prefix group's next requests reaching them during the prefill would
         // otherwise start cold copies elsewhere (see docs/scheduling.md).
-        self.announce_claim(decision.chosen.endpoint, decision.prefix_hashes.clone());
+        self.announce_claim(PrefixRecord {
+            pod: decision.chosen.endpoint,
+            hashes: decision.prefix_hashes.clone(),
+            load: decision.adapter_load.clone(),
+        });
         Routed {
             counted_on: decision.chosen.endpoint,
             hashes: decision.prefix_hashes,

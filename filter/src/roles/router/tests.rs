@@ -4,7 +4,7 @@ use infergate_core::wire::{header, queue, shared_data};
 use crate::host::events::Flow;
 use crate::host::fake::take_logs;
 use crate::shared::words;
-use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
+use crate::test_support::{Gateway, PODS, chat, first_endpoint, idle, pod, snapshot};
 
 /// A prompt long enough that its blocks decide (about 1,000 tokens).
 fn long_prompt(seed: &str) -> String {
@@ -371,4 +371,52 @@ fn the_pools_characters_per_token_are_learned_from_streamed_and_whole_answers_us
     let (mut failed, pod) = gateway.route(0, &prompt);
     failed.respond(&pod.unwrap_or_default(), 500, "application/json", &[br#"{"usage":{"prompt_tokens":9999}}"#]);
     assert_eq!(gateway.envoy.stat("infergate.pool.llama.chars_per_token_milli"), learned);
+}
+
+/// Sends `model` through `worker` and returns the stream and the pod it chose.
+fn route_model(gateway: &Gateway, worker: usize, model: &str) -> (crate::host::fake::Stream, String) {
+    let mut stream = gateway.routers[worker].stream();
+    let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    stream.post_json("/v1/chat/completions", &[], &body);
+    let chosen = stream.request_header(header::ENDPOINT).map(first_endpoint).unwrap_or_default();
+    (stream, chosen)
+}
+
+#[test]
+fn an_adapter_load_one_worker_started_claims_the_slot_on_the_other() {
+    // Two LoRA slots per pod, one running "other" on each: pod 1 has nothing queued,
+    // pods 2 and 3 four requests each. Worker 0 sends "sql-lora" to pod 1's free slot;
+    // its record reaches worker 1, which then finds that slot claimed for its
+    // "chat-lora" request and picks another pod. Before the load rode in the record,
+    // worker 1 sent it to the same slot 20 ms later (3.7 s in part 2's bench).
+    let gateway = Gateway::new(2, false);
+    let mut routing = crate::test_support::routing();
+    routing.models.push(infergate_core::config::ModelConfig {
+        name: "chat-lora".into(),
+        pool: crate::test_support::POOL.into(),
+        adapter: Some("chat-lora".into()),
+        criticality: Default::default(),
+    });
+    let lora = |waiting: f64| PodSignals {
+        waiting: Some(waiting),
+        running: Some(1.0),
+        running_adapters: vec!["other".into()],
+        max_loras: Some(2),
+        ..PodSignals::default()
+    };
+    let signals = [lora(0.0), lora(4.0), lora(4.0)];
+    let now = gateway.envoy.now_ms();
+    assert_eq!(gateway.push_snapshot(&crate::test_support::snapshot_with(1, now, &signals, routing)), 204);
+    gateway.route(1, "join").0.end();
+    gateway.envoy.advance_ms(5);
+    gateway.envoy.deliver();
+
+    let (mut sql, sql_pod) = route_model(&gateway, 0, "sql-lora");
+    assert_eq!(sql_pod, PODS[0], "the free slot with no queue");
+    gateway.envoy.advance_ms(5);
+    assert!(gateway.envoy.deliver() >= 1, "the claim reached worker 1");
+    let (mut chat, chat_pod) = route_model(&gateway, 1, "chat-lora");
+    assert_ne!(chat_pod, PODS[0], "pod 1's last slot is claimed by sql-lora");
+    sql.end();
+    chat.end();
 }
