@@ -14,12 +14,18 @@ pub struct PrefixRecord {
     pub pod: Endpoint,
     pub hashes: Vec<u64>,
     /// The adapter the decision sent to `pod` that the pod's adapter lists did not
-    /// show: every router counts it there until a scrape of the pod shows it
-    /// (`router/adapter_loads.rs`). Left out when there is none, so a record without
-    /// one reads as before it existed; the workers of one Envoy run the same build, and
-    /// the replica digest carries none (`ReplicaDigest`), so no older reader sees one.
+    /// show: the other workers of the same Envoy count it there until a scrape of the
+    /// pod lists it (`router/adapter_loads.rs`). Never passed to other replicas: its
+    /// time is this host's clock (the control listener strips it both ways).
+    ///
+    /// The worker queues encode a record as an array (`encode_all`), and a reader of
+    /// an older build refuses an array longer than it knows: so this field is last,
+    /// left out when empty (a record without one reads as before it existed), and any
+    /// later field must be too. During a plugin update, an older build's worker drops
+    /// a batch holding a load; the digest and snapshots encode records as maps, where
+    /// older readers skip unknown keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<AdapterLoad>,
+    pub adapter_load: Option<AdapterLoad>,
 }
 
 /// An adapter load a decision started.
@@ -33,11 +39,14 @@ pub struct AdapterLoad {
 impl PrefixRecord {
     /// A record of blocks only.
     pub fn blocks(pod: Endpoint, hashes: Vec<u64>) -> Self {
-        Self { pod, hashes, load: None }
+        Self { pod, hashes, adapter_load: None }
     }
-}
 
-impl PrefixRecord {
+    /// The same record without its adapter load, for another replica.
+    pub fn without_adapter_load(&self) -> Self {
+        Self::blocks(self.pod, self.hashes.clone())
+    }
+
     /// One message carrying `records`, oldest first.
     pub fn encode_all(records: &[PrefixRecord]) -> Vec<u8> {
         rmp_serde::to_vec(records).unwrap_or_default()
@@ -64,7 +73,7 @@ mod tests {
             PrefixRecord {
                 pod: "10.0.0.2:8000".parse().unwrap(),
                 hashes: vec![7],
-                load: Some(AdapterLoad { adapter: "sql".into(), sent_at_ms: 1_700_000_000_000 }),
+                adapter_load: Some(AdapterLoad { adapter: "sql".into(), sent_at_ms: 1_700_000_000_000 }),
             },
         ];
         assert_eq!(PrefixRecord::decode_all(&PrefixRecord::encode_all(&records)), Some(records));

@@ -1,21 +1,26 @@
-//! The adapter loads this router started that its snapshot cannot show yet: requests it
-//! sent to a pod whose adapter lists did not have their adapter.
+//! The adapter loads this gateway's routers started that the snapshot cannot show yet:
+//! requests sent to a pod whose adapter lists did not have their adapter.
 //!
 //! A snapshot is up to a scrape interval old, plus the push. Two requests for different
 //! adapters sent to the same pod within that window both saw its last free slot: the
 //! second then waited for one of the pod's adapters to drain: 3.7 s, in part 2's
 //! bursty-chat (BENCHMARKS.md part 2, 2026-12-03), against the 50 ms load it was priced
-//! at. So an adapter this router sent to a pod counts as listed waiting there until a
-//! snapshot whose scrape of that pod came after the send: a request for it finds it
-//! loading, and a request for any other adapter finds its slot claimed.
+//! at. So an adapter sent to a pod counts as listed waiting there until a snapshot
+//! whose scrape of that pod lists it, or came [`IN_TRANSIT_MS`] after the send: a
+//! request for it finds it loading, and a request for any other adapter finds its slot
+//! claimed.
 //!
 //! Each Envoy worker routes alone, so a decision's load also rides in its prefix
 //! record (`prefix::AdapterLoad`) to the other workers, within the 5 ms batch, and
-//! each router counts those too. Other replicas do not get them: the exchange takes
-//! as long as the next scrape, and an agent or replica of an older build would refuse
-//! a digest carrying one. With
-//! this router's own sends only, two workers of one gateway still sent two adapters to
-//! one free slot 20 ms apart (part 2, 2026-12-03: 3.7 s).
+//! each router counts those too. With this router's own sends only, two workers of one
+//! gateway still sent two adapters to one free slot 20 ms apart (part 2, 2026-12-03:
+//! 3.7 s). Other replicas do not get them: the exchange takes as long as the next
+//! scrape, and a load's time is this host's clock.
+//!
+//! The send time is the gateway's clock and the scrape time the agent's. If the
+//! agent's runs more than [`IN_TRANSIT_MS`] ahead, a load is dropped at the first
+//! scrape that misses it; if it runs behind, a finished load counts up to
+//! [`MAX_AGE_MS`] (its slot looks taken). Both hosts are expected to keep NTP time.
 
 use crate::endpoint::Endpoint;
 use crate::snapshot::PoolState;
@@ -50,12 +55,15 @@ impl AdapterLoads {
     pub fn forget_scraped(&mut self, pools: &[PoolState]) {
         self.0.retain(|load| {
             let mut pods = pools.iter().flat_map(|pool| &pool.pods);
-            let Some(pod) = pods.find(|p| p.address == load.pod && p.scraped_at_ms.is_some()) else { return false };
+            let Some((pod, scraped_at)) =
+                pods.find_map(|p| p.scraped_at_ms.filter(|_| p.address == load.pod).map(|at| (p, at)))
+            else {
+                return false;
+            };
             let listed = pod
                 .signals
                 .as_ref()
                 .is_some_and(|s| s.running_adapters.iter().chain(&s.waiting_adapters).any(|a| *a == load.adapter));
-            let scraped_at = pod.scraped_at_ms.unwrap_or(u64::MAX);
             !listed && scraped_at < load.sent_at_ms.saturating_add(IN_TRANSIT_MS)
         });
     }

@@ -31,7 +31,8 @@ pub(super) struct Inputs<'a> {
     pub adapter: Option<&'a str>,
     /// The adapter copies being drained (`adapter_drain`).
     pub drain: &'a AdapterDrain,
-    /// The adapter loads this router started that the snapshot cannot show (`adapter_loads`).
+    /// The adapter loads this gateway's routers started that the snapshot cannot show
+    /// (`adapter_loads`).
     pub loads: &'a AdapterLoads,
     pub settings: &'a RoutingSettings,
     /// The pool's learned correction of its predictions (`calibration`).

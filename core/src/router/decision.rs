@@ -105,7 +105,7 @@ pub struct Decision {
     /// gateway's), or `None` without one.
     pub snapshot_age_ms: Option<u64>,
     /// The adapter load the decision started on the chosen pod (its adapter lists did
-    /// not show the adapter), for the other workers and replicas to count.
+    /// not show the adapter), for the other workers of this Envoy to count.
     pub adapter_load: Option<AdapterLoad>,
     pub chosen: PodReport,
     pub runner_up: Option<PodReport>,

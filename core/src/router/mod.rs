@@ -359,10 +359,13 @@ impl Router {
     }
 
     /// Another worker's or replica's decision: the blocks its pod is about to hold, and
-    /// the adapter load it started there, counted until a scrape of the pod shows it.
+    /// (another worker's) the adapter load it started there, counted until a scrape of
+    /// the pod lists it.
     pub fn record_peer(&mut self, record: &PrefixRecord) {
-        self.record_prefix(record.pod, &record.hashes);
-        if let Some(load) = &record.load {
+        if !record.hashes.is_empty() {
+            self.record_prefix(record.pod, &record.hashes);
+        }
+        if let Some(load) = &record.adapter_load {
             self.adapter_loads.record(record.pod, &load.adapter, load.sent_at_ms);
         }
     }

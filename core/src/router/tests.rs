@@ -760,7 +760,7 @@ fn an_adapter_another_worker_sent_claims_its_slot_here_too() {
     assert_eq!(sql.endpoints[0], ep(1));
     let load = sql.adapter_load.clone().expect("a load was started");
     assert_eq!((load.adapter.as_str(), load.sent_at_ms), ("sql", 1_010));
-    let record = PrefixRecord { pod: ep(1), hashes: sql.prefix_hashes.clone(), load: Some(load) };
+    let record = PrefixRecord { pod: ep(1), hashes: sql.prefix_hashes.clone(), adapter_load: Some(load) };
 
     let fresh_ledger = LocalLedger::default;
     let route_chat = |peer: Option<&PrefixRecord>| {

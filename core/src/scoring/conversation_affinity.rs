@@ -15,9 +15,12 @@
 //! longest match's pods and the longest match goes further (a conversation's own
 //! history), every pod that matches less pays [`MOVE_WEIGHT`] times the part of its
 //! prefill that rebuilds the history (its prefill times the history's share of the
-//! tokens it would compute), at most [`MOVE_CAP_PREFILLS`] cold prefills of the prompt:
-//! a busier conversation pod keeps the turn up to that, and one slower than the rest
-//! by more than a whole prefill lets it go. The history's share, not the difference of
+//! tokens it would compute), at most [`MOVE_CAP_PREFILLS`] times the largest predicted
+//! prefill among the pool's pods (this prompt's on the pod that holds least of it): a
+//! busier conversation pod keeps the turn up to that, and one slower than the rest by
+//! more than that lets it go. The cap binds whenever the history is more than a 20th
+//! of what the other pod would compute, which is most turns: in effect a move costs
+//! one such prefill, and the weight decides only for a short history on a long turn. The history's share, not the difference of
 //! the two pods' prefill times: the conversation's pod often runs the bigger batch, and
 //! its shorter prefill was then predicted as slow as the other's longer one. A prompt
 //! whose only real match is on one pod (a shared document, a new group's prefix) is
@@ -34,7 +37,7 @@ use super::{Candidate, RequestShape, TtftBreakdown};
 
 /// How many times the prefill that rebuilds the history elsewhere a move costs.
 pub const MOVE_WEIGHT: f64 = 20.0;
-/// The most a move costs, in cold prefills of the prompt (the largest `prefill_ms`).
+/// The most a move costs, in the largest predicted prefill among the pool's pods.
 pub const MOVE_CAP_PREFILLS: f64 = 1.0;
 
 /// Lowers, in `totals` (negated costs, higher is better), the candidates that hold less
@@ -121,7 +124,9 @@ mod tests {
 
     #[test]
     fn a_conversation_pod_slower_by_more_than_a_whole_prefill_lets_the_turn_go() {
-        let (pods, shape) = chat(40_000.0, 125);
+        // 3,000 tokens queued: slower than the others by more than the cap (one
+        // prefill of the 600 tokens they lack, the largest here), less than 20x it.
+        let (pods, shape) = chat(3_000.0, 125);
         let (chosen, ..) = decide(&pods, &shape);
         assert_ne!(chosen, 0);
     }

@@ -187,7 +187,10 @@ impl ControlHttp {
         // A worker reads only the newest snapshot when it next routes, skipping any
         // published in between: the records go to every worker's queue instead.
         if !snapshot.peers.records.is_empty() {
-            let message = PrefixRecord::encode_all(&snapshot.peers.records);
+            // Another host's adapter loads would be timed by its clock: never counted here.
+            let records: Vec<PrefixRecord> =
+                snapshot.peers.records.iter().map(PrefixRecord::without_adapter_load).collect();
+            let message = PrefixRecord::encode_all(&records);
             let workers = send_to_workers(self.host(), &self.shared.vm_id, &message);
             log::debug!("infergate control: {} peer records to {workers} workers", snapshot.peers.records.len());
         }

@@ -68,10 +68,12 @@ fn drain(host: &dyn Host, queue: u32) -> Vec<PrefixRecord> {
                 continue;
             }
             hashes += record.hashes.len();
-            // Adapter loads stay within the gateway: an agent or replica of an older
-            // build would refuse a digest that carries one (a snapshot shows the load
-            // within an exchange anyway).
-            records.push(PrefixRecord { load: None, ..record });
+            // Adapter loads stay within this Envoy: their times are this host's clock,
+            // which another replica would compare with its own. A record that carried
+            // only a load has nothing left to pass on.
+            if !record.hashes.is_empty() {
+                records.push(PrefixRecord { adapter_load: None, ..record });
+            }
         }
     }
     if dropped > 0 {

@@ -137,9 +137,10 @@ impl RouterShared {
     }
 
     /// Tells the other workers and replicas that `record.pod` is about to hold these
-    /// blocks, and load its adapter: the claim this worker's router made at its decision.
+    /// blocks, and the other workers that it loads this adapter: the claim this
+    /// worker's router made at its decision.
     fn announce_claim(&self, record: PrefixRecord) {
-        if record.hashes.is_empty() && record.load.is_none() {
+        if record.hashes.is_empty() && record.adapter_load.is_none() {
             return;
         }
         if self.peers.share(record, self.host.now_unix_ms()) {

@@ -378,7 +378,7 @@ impl RouterShared {
         self.announce_claim(PrefixRecord {
             pod: decision.chosen.endpoint,
             hashes: decision.prefix_hashes.clone(),
-            load: decision.adapter_load.clone(),
+            adapter_load: decision.adapter_load.clone(),
         });
         Routed {
             counted_on: decision.chosen.endpoint,
