@@ -18,11 +18,11 @@
 //! tokens it would compute), at most [`MOVE_CAP_PREFILLS`] times the largest predicted
 //! prefill among the pool's pods (this prompt's on the pod that holds least of it): a
 //! busier conversation pod keeps the turn up to that, and one slower than the rest by
-//! more than that lets it go. The cap binds whenever the history is more than a 20th
-//! of what the other pod would compute, which is most turns: in effect a move costs
-//! one such prefill, and the weight decides only for a short history on a long turn. The history's share, not the difference of
-//! the two pods' prefill times: the conversation's pod often runs the bigger batch, and
-//! its shorter prefill was then predicted as slow as the other's longer one. A prompt
+//! more than that lets it go. Where every pod is about as busy, the cap binds once the
+//! history is more than a 20th of what the other pod would compute; below that the
+//! weight decides. The history's share, not the difference of the two pods' prefill
+//! times: the conversation's pod often runs the bigger batch, and its shorter prefill
+//! was then predicted as slow as the other's longer one. A prompt
 //! whose only real match is on one pod (a shared document, a new group's prefix) is
 //! left to the bounded-load rule (`prefix_affinity`); one that every pod matches alike
 //! has no conversation to keep.
