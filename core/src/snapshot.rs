@@ -110,6 +110,11 @@ impl PodSignals {
         let running = &self.running_adapters;
         running.len() + self.waiting_adapters.iter().filter(|a| !running.contains(a)).count()
     }
+
+    /// Whether the pod lists `adapter` among its running or waiting requests' adapters.
+    pub fn lists_adapter(&self, adapter: &str) -> bool {
+        self.running_adapters.iter().chain(&self.waiting_adapters).any(|a| a == adapter)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

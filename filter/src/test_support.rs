@@ -163,8 +163,15 @@ impl Gateway {
     /// Routes a streamed chat request on router `worker`; returns the stream and the
     /// chosen pod.
     pub fn route(&self, worker: usize, prompt: &str) -> (Stream, Option<String>) {
+        self.route_model(worker, MODEL, prompt)
+    }
+
+    /// The same for `model`.
+    pub fn route_model(&self, worker: usize, model: &str, prompt: &str) -> (Stream, Option<String>) {
         let mut stream = self.routers[worker].stream();
-        stream.post_json("/v1/chat/completions", &[], &chat(prompt));
+        let mut body = chat(prompt);
+        body["model"] = json!(model);
+        stream.post_json("/v1/chat/completions", &[], &body);
         let chosen = stream.request_header(infergate_core::wire::header::ENDPOINT).map(first_endpoint);
         (stream, chosen)
     }

@@ -42,11 +42,6 @@ impl PrefixRecord {
         Self { pod, hashes, adapter_load: None }
     }
 
-    /// The same record without its adapter load, for another replica.
-    pub fn without_adapter_load(&self) -> Self {
-        Self::blocks(self.pod, self.hashes.clone())
-    }
-
     /// One message carrying `records`, oldest first.
     pub fn encode_all(records: &[PrefixRecord]) -> Vec<u8> {
         rmp_serde::to_vec(records).unwrap_or_default()

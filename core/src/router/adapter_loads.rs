@@ -60,10 +60,7 @@ impl AdapterLoads {
             else {
                 return false;
             };
-            let listed = pod
-                .signals
-                .as_ref()
-                .is_some_and(|s| s.running_adapters.iter().chain(&s.waiting_adapters).any(|a| *a == load.adapter));
+            let listed = pod.signals.as_ref().is_some_and(|s| s.lists_adapter(&load.adapter));
             !listed && scraped_at < load.sent_at_ms.saturating_add(IN_TRANSIT_MS)
         });
     }

@@ -223,7 +223,6 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
 /// waiting.
 fn adapter_state(signals: &PodSignals, adapter: &str, loads: &AdapterLoads, pod: Endpoint) -> AdapterState {
     let running = &signals.running_adapters;
-    let listed = |a: &str| running.iter().chain(&signals.waiting_adapters).any(|l| l == a);
     let max = signals.max_loras.map(|m| m as usize);
     if running.iter().any(|a| a == adapter) {
         AdapterState::Running
@@ -232,7 +231,7 @@ fn adapter_state(signals: &PodSignals, adapter: &str, loads: &AdapterLoads, pod:
     } else if signals.waiting_adapters.iter().any(|a| a == adapter) || loads.on(pod).any(|a| a == adapter) {
         AdapterState::Waiting
     } else {
-        let sent_claims = loads.on(pod).filter(|a| !listed(a)).count();
+        let sent_claims = loads.on(pod).filter(|a| !signals.lists_adapter(a)).count();
         match max {
             Some(max) if signals.claimed_lora_slots() + sent_claims < max => AdapterState::FreeSlot,
             Some(_) => AdapterState::Blocked,

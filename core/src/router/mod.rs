@@ -312,10 +312,7 @@ impl Router {
         // arrives within one TTFT of the first misses it and starts a cold copy
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
-        self.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
-        if let Some(load) = &decision.adapter_load {
-            self.adapter_loads.record(decision.chosen.endpoint, &load.adapter, load.sent_at_ms);
-        }
+        self.record_claim(decision.chosen.endpoint, &decision.prefix_hashes, decision.adapter_load.as_ref());
         Ok(Routing::Routed(Box::new(decision)))
     }
 
@@ -362,11 +359,17 @@ impl Router {
     /// (another worker's) the adapter load it started there, counted until a scrape of
     /// the pod lists it.
     pub fn record_peer(&mut self, record: &PrefixRecord) {
-        if !record.hashes.is_empty() {
-            self.record_prefix(record.pod, &record.hashes);
+        self.record_claim(record.pod, &record.hashes, record.adapter_load.as_ref());
+    }
+
+    /// A decision's claim on `pod`, this router's or a peer's: its blocks, and the
+    /// adapter load it started.
+    fn record_claim(&mut self, pod: Endpoint, hashes: &[u64], load: Option<&AdapterLoad>) {
+        if !hashes.is_empty() {
+            self.record_prefix(pod, hashes);
         }
-        if let Some(load) = &record.adapter_load {
-            self.adapter_loads.record(record.pod, &load.adapter, load.sent_at_ms);
+        if let Some(load) = load {
+            self.adapter_loads.record(pod, &load.adapter, load.sent_at_ms);
         }
     }
 

@@ -691,11 +691,9 @@ fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pod
     }
 }
 
-#[test]
-fn an_adapter_sent_after_the_scrape_claims_its_slot() {
-    // Two slots per pod, one free on each; pod 1 has the shorter queue. "sql" is sent
-    // there. Until the next snapshot lists it, a request for "chat" finds that slot
-    // claimed and goes to pod 2; another "sql" request finds it loading on pod 1.
+/// Two pods with two LoRA slots, one free on each ("b" runs on pod 1, "d" on pod 2);
+/// pod 1 has the shorter queue. "lora" asks for adapter "sql", "lora-chat" for "chat".
+fn one_free_slot_each() -> Snapshot {
     let mut snap = snapshot("a", vec![lora_pod(1, 0.0, &["b"], &[]), lora_pod(2, 3.0, &["d"], &[])]);
     snap.routing.models.push(ModelConfig {
         name: "lora-chat".into(),
@@ -703,6 +701,15 @@ fn an_adapter_sent_after_the_scrape_claims_its_slot() {
         adapter: Some("chat".into()),
         criticality: Default::default(),
     });
+    snap
+}
+
+#[test]
+fn an_adapter_sent_after_the_scrape_claims_its_slot() {
+    // Two slots per pod, one free on each; pod 1 has the shorter queue. "sql" is sent
+    // there. Until the next snapshot lists it, a request for "chat" finds that slot
+    // claimed and goes to pod 2; another "sql" request finds it loading on pod 1.
+    let mut snap = one_free_slot_each();
     let mut router = Router::new(config(), 1);
     let mut ledger = LocalLedger::default();
     router.apply_snapshot(snap.clone(), &ledger);
@@ -746,13 +753,7 @@ fn an_adapter_another_worker_sent_claims_its_slot_here_too() {
     // slot. Worker A sends "sql" there; its record reaches worker B, whose "chat"
     // request then finds the slot claimed and goes to pod 2. Without the record, B
     // sends "chat" to pod 1 as well.
-    let mut snap = snapshot("a", vec![lora_pod(1, 0.0, &["b"], &[]), lora_pod(2, 3.0, &["d"], &[])]);
-    snap.routing.models.push(ModelConfig {
-        name: "lora-chat".into(),
-        pool: "a".into(),
-        adapter: Some("chat".into()),
-        criticality: Default::default(),
-    });
+    let snap = one_free_slot_each();
     let mut ledger = LocalLedger::default();
     let mut worker_a = Router::new(config(), 1);
     worker_a.apply_snapshot(snap.clone(), &ledger);

@@ -32,7 +32,7 @@
 //! on their pod (92.1% without), pooled p90 54 ms and p99 149 ms throughout; 1,000
 //! without the cap raised the p99 to 6.1 s.
 
-use super::prefix_affinity::{MIN_MATCHED_TOKENS, has_real_owner};
+use super::prefix_affinity::{MIN_MATCHED_TOKENS, cold_prefill_ms, has_real_owner};
 use super::{Candidate, RequestShape, TtftBreakdown};
 
 /// How many times the prefill that rebuilds the history elsewhere a move costs.
@@ -57,7 +57,7 @@ pub fn keep_conversation(
     if (preamble as f64) * shape.tokens_per_block < MIN_MATCHED_TOKENS {
         return false;
     }
-    let cap = MOVE_CAP_PREFILLS * breakdowns.iter().map(|b| b.prefill_ms).fold(0.0, f64::max);
+    let cap = MOVE_CAP_PREFILLS * cold_prefill_ms(breakdowns);
     for ((c, b), total) in candidates.iter().zip(breakdowns).zip(totals.iter_mut()) {
         if c.matched_blocks < longest {
             // The part of its prefill that rebuilds the conversation's history.

@@ -49,6 +49,12 @@ pub fn has_real_owner(shape: &RequestShape) -> bool {
     shape.best_matched_blocks > 0 && matched_tokens >= MIN_MATCHED_TOKENS.max(MIN_MATCHED_SHARE * shape.prompt_tokens)
 }
 
+/// The request's cold prefill: the largest predicted `prefill_ms` among the pods, the
+/// prompt's on the pod that holds least of it.
+pub fn cold_prefill_ms(breakdowns: &[TtftBreakdown]) -> f64 {
+    breakdowns.iter().map(|b| b.prefill_ms).fold(0.0, f64::max)
+}
+
 fn in_flight(c: &Candidate) -> f64 {
     let load = c.waiting + c.running;
     if load.is_finite() { load.max(0.0) } else { f64::MAX / 4.0 }
@@ -67,7 +73,7 @@ pub fn keep_with_owner(
     }
     let best = shape.best_matched_blocks;
     let min_queue_ms = breakdowns.iter().map(|b| b.queue_ms).fold(f64::INFINITY, f64::min);
-    let cold_ms = breakdowns.iter().map(|b| b.prefill_ms).fold(0.0, f64::max);
+    let cold_ms = cold_prefill_ms(breakdowns);
     if min_queue_ms.is_nan() || min_queue_ms < BUSY_QUEUE_SHARE * cold_ms {
         return false;
     }

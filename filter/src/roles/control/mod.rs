@@ -151,7 +151,7 @@ impl ControlHttp {
     }
 
     fn admit(&self, body: &[u8]) -> Flow {
-        let snapshot = match Snapshot::decode(body) {
+        let mut snapshot = match Snapshot::decode(body) {
             Ok(snapshot) => snapshot,
             Err(err) => {
                 self.shared.metrics.invalid.increment();
@@ -188,9 +188,8 @@ impl ControlHttp {
         // published in between: the records go to every worker's queue instead.
         if !snapshot.peers.records.is_empty() {
             // Another host's adapter loads would be timed by its clock: never counted here.
-            let records: Vec<PrefixRecord> =
-                snapshot.peers.records.iter().map(PrefixRecord::without_adapter_load).collect();
-            let message = PrefixRecord::encode_all(&records);
+            snapshot.peers.records.iter_mut().for_each(|r| r.adapter_load = None);
+            let message = PrefixRecord::encode_all(&snapshot.peers.records);
             let workers = send_to_workers(self.host(), &self.shared.vm_id, &message);
             log::debug!("infergate control: {} peer records to {workers} workers", snapshot.peers.records.len());
         }

@@ -121,12 +121,15 @@ fn summaries_are_stored_per_cluster_and_replays_refused() {
 
 /// A snapshot push from an agent that serves `replicas` gateways; the reply.
 fn push_to_replicas(gateway: &Gateway, replicas: &str, sequence: u64) -> Reply {
+    push_body_to_replicas(gateway, replicas, &snapshot(sequence, gateway.envoy.now_ms(), &[idle(), idle(), idle()]))
+}
+
+fn push_body_to_replicas(gateway: &Gateway, replicas: &str, body: &[u8]) -> Reply {
     let mut stream = gateway.control.stream();
     let bearer = format!("Bearer {TOKEN}");
-    let body = snapshot(sequence, gateway.envoy.now_ms(), &[idle(), idle(), idle()]);
-    stream.request("POST", path::SNAPSHOT, &[("authorization", &bearer), (header::REPLICAS, replicas)], &[&body]);
+    stream.request("POST", path::SNAPSHOT, &[("authorization", &bearer), (header::REPLICAS, replicas)], &[body]);
     gateway.envoy.deliver();
-    stream.reply().cloned().unwrap_or_else(|| panic!("no reply to push {sequence}"))
+    stream.reply().cloned().unwrap_or_else(|| panic!("no reply to a push"))
 }
 
 fn digest_of(reply: &Reply) -> ReplicaDigest {
@@ -242,16 +245,9 @@ fn the_digest_passes_on_prefix_records_without_adapter_loads() {
         infergate_core::snapshot::PodSignals { running_adapters: vec!["other".into()], max_loras: Some(2), ..idle() };
     let signals = [lora.clone(), lora.clone(), lora];
     let body = crate::test_support::snapshot_with(1, gateway.envoy.now_ms(), &signals, crate::test_support::routing());
-    let mut stream = gateway.control.stream();
-    let bearer = format!("Bearer {TOKEN}");
-    stream.request("POST", path::SNAPSHOT, &[("authorization", &bearer), (header::REPLICAS, "3")], &[&body]);
-    gateway.envoy.deliver();
+    assert_eq!(push_body_to_replicas(&gateway, "3", &body).status, 200);
     gateway.route(1, "join").0.end();
-    let mut lora_request = gateway.routers[0].stream();
-    let chat =
-        serde_json::json!({"model": "sql-lora", "messages": [{"role": "user", "content": "a query ".repeat(300)}]});
-    lora_request.post_json("/v1/chat/completions", &[], &chat);
-    let chosen = lora_request.request_header(header::ENDPOINT).map(crate::test_support::first_endpoint);
+    let (mut lora_request, chosen) = gateway.route_model(0, "sql-lora", &"a query ".repeat(300));
     let chosen = pod(&chosen.unwrap_or_default());
     gateway.envoy.advance_ms(5);
     assert!(outbox_length(&gateway) >= 1, "the claim went to the outbox");

@@ -4,7 +4,7 @@ use infergate_core::wire::{header, queue, shared_data};
 use crate::host::events::Flow;
 use crate::host::fake::take_logs;
 use crate::shared::words;
-use crate::test_support::{Gateway, PODS, chat, first_endpoint, idle, pod, snapshot};
+use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
 
 /// A prompt long enough that its blocks decide (about 1,000 tokens).
 fn long_prompt(seed: &str) -> String {
@@ -373,15 +373,6 @@ fn the_pools_characters_per_token_are_learned_from_streamed_and_whole_answers_us
     assert_eq!(gateway.envoy.stat("infergate.pool.llama.chars_per_token_milli"), learned);
 }
 
-/// Sends `model` through `worker` and returns the stream and the pod it chose.
-fn route_model(gateway: &Gateway, worker: usize, model: &str) -> (crate::host::fake::Stream, String) {
-    let mut stream = gateway.routers[worker].stream();
-    let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": true});
-    stream.post_json("/v1/chat/completions", &[], &body);
-    let chosen = stream.request_header(header::ENDPOINT).map(first_endpoint).unwrap_or_default();
-    (stream, chosen)
-}
-
 #[test]
 fn an_adapter_load_one_worker_started_claims_the_slot_on_the_other() {
     // Two LoRA slots per pod, one running "other" on each: pod 1 has nothing queued,
@@ -411,12 +402,12 @@ fn an_adapter_load_one_worker_started_claims_the_slot_on_the_other() {
     gateway.envoy.advance_ms(5);
     gateway.envoy.deliver();
 
-    let (mut sql, sql_pod) = route_model(&gateway, 0, "sql-lora");
-    assert_eq!(sql_pod, PODS[0], "the free slot with no queue");
+    let (mut sql, sql_pod) = gateway.route_model(0, "sql-lora", "hi");
+    assert_eq!(sql_pod.as_deref(), Some(PODS[0]), "the free slot with no queue");
     gateway.envoy.advance_ms(5);
     assert!(gateway.envoy.deliver() >= 1, "the claim reached worker 1");
-    let (mut chat, chat_pod) = route_model(&gateway, 1, "chat-lora");
-    assert_ne!(chat_pod, PODS[0], "pod 1's last slot is claimed by sql-lora");
+    let (mut chat, chat_pod) = gateway.route_model(1, "chat-lora", "hi");
+    assert!(chat_pod.is_some_and(|p| p != PODS[0]), "pod 1's last slot is claimed by sql-lora");
     sql.end();
     chat.end();
 }
