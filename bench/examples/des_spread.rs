@@ -31,7 +31,8 @@ fn main() -> Result<(), String> {
             let workers = e2e::ENVOY_WORKERS as usize;
             let mut routed =
                 policies::build_behind_envoy(policy, scenario.pods, 42, &fleet, workers).ok_or("unknown policy")?;
-            let result = des::run(&scenario, routed.as_mut());
+            let scrape_interval_s = e2e::SCRAPE_INTERVAL_MS as f64 / 1000.0;
+            let result = des::run_scraped_every(&scenario, routed.as_mut(), scrape_interval_s);
             cells.push(format!("{:.0} / {:.0}", result.ttft_ms.p90, result.ttft_ms.p99));
             p99.push(result.ttft_ms.p99);
         }

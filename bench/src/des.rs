@@ -80,7 +80,13 @@ impl<E> Timeline<E> {
 const DRAIN_LIMIT_S: f64 = 600.0;
 
 pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
-    let sim = simulate(scenario, policy);
+    run_scraped_every(scenario, policy, SCRAPE_INTERVAL_S)
+}
+
+/// The same, with the agent scraping every `scrape_interval_s` (part 2's agent scrapes
+/// more often than the product's default, and its prediction models the same).
+pub fn run_scraped_every(scenario: &Scenario, policy: &mut dyn Policy, scrape_interval_s: f64) -> RunResult {
+    let sim = simulate(scenario, policy, scrape_interval_s);
     let mut result = RunResult::collect(&sim.outcomes, &sim.engines);
     if let Some(from_s) = scenario.calibration.measure_from_s {
         result.calibration =
@@ -91,7 +97,16 @@ pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
 
 /// The same run, returning each request's outcome and the pods' final state.
 pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<RequestOutcome>, Vec<Engine>) {
-    let sim = simulate(scenario, policy);
+    run_outcomes_scraped_every(scenario, policy, SCRAPE_INTERVAL_S)
+}
+
+/// [`run_outcomes`] with the agent scraping every `scrape_interval_s`.
+pub fn run_outcomes_scraped_every(
+    scenario: &Scenario,
+    policy: &mut dyn Policy,
+    scrape_interval_s: f64,
+) -> (Vec<RequestOutcome>, Vec<Engine>) {
+    let sim = simulate(scenario, policy, scrape_interval_s);
     (sim.outcomes, sim.engines)
 }
 
@@ -102,7 +117,7 @@ struct Simulated {
     shares: PrefillShares,
 }
 
-fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
+fn simulate(scenario: &Scenario, policy: &mut dyn Policy, scrape_interval_s: f64) -> Simulated {
     let plan = &scenario.calibration;
     let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
     let mut engines: Vec<Engine> = (0..scenario.pods)
@@ -125,7 +140,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
             queue.push(t, Event::Arrival(i));
         }
     }
-    queue.push(SCRAPE_INTERVAL_S, Event::Scrape);
+    queue.push(scrape_interval_s, Event::Scrape);
     let deadline = scenario.duration_s + DRAIN_LIMIT_S;
     let mut remaining = scenario.requests.len();
 
@@ -141,7 +156,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy) -> Simulated {
                 }
                 scrape = scraper.scrape(here, &fleet, now);
                 policy.on_scrape(&scrape, now);
-                queue.push(now + SCRAPE_INTERVAL_S, Event::Scrape);
+                queue.push(now + scrape_interval_s, Event::Scrape);
             }
             Event::Arrival(id) => {
                 let request = &scenario.requests[id];

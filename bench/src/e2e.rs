@@ -34,6 +34,10 @@ pub const POLICIES: [(&str, UpstreamPolicy); 4] = [
 /// Envoy's worker threads in part 2 (each replica's), as the prediction models them.
 pub const ENVOY_WORKERS: u32 = 2;
 
+/// How often part 2's agent scrapes the pods and pushes, milliseconds; its
+/// discrete-event prediction scrapes as often.
+pub const SCRAPE_INTERVAL_MS: u64 = 50;
+
 /// A request that never answers within this (real) time counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -91,6 +95,7 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
         upstream_policy: policy,
         access_log: false,
         replicas,
+        scrape_interval_ms: SCRAPE_INTERVAL_MS,
         ..StackSpec::default()
     })
     .await;

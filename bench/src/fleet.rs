@@ -1,6 +1,7 @@
 //! The simulated fleet's routing view: its pods' addresses, the routing config, and the
-//! scrape the metrics agent would make every 100 ms — rendered by the simulator's
-//! `/metrics` code and parsed by the agent's own engine adapter and rate learner.
+//! scrape the metrics agent would make (every 100 ms, its default, unless a run says
+//! otherwise) — rendered by the simulator's `/metrics` code and parsed by the agent's
+//! own engine adapter and rate learner.
 
 use infergate_core::config::{Engine as EngineKind, ModelConfig, PoolConfig, RoutingConfig, RoutingSettings};
 use infergate_core::endpoint::Endpoint;

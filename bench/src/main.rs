@@ -230,9 +230,11 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
             for &(name, policy, replicas) in &runs {
                 bar.set_message(format!("{} {name} ×{replicas}, request set {set}", workload.name()));
                 let workers = e2e::ENVOY_WORKERS as usize;
-                let mut des_policy = policies::build_behind_envoy(name, scenario.pods, args.seed, &fleet, workers)
-                    .ok_or("unknown policy")?;
-                let predicted = des::run(&scenario, des_policy.as_mut());
+                let mut des_policy =
+                    policies::build_behind_replicas(name, scenario.pods, args.seed, &fleet, (workers, replicas))
+                        .ok_or("unknown policy")?;
+                let scrape_interval_s = e2e::SCRAPE_INTERVAL_MS as f64 / 1000.0;
+                let predicted = des::run_scraped_every(&scenario, des_policy.as_mut(), scrape_interval_s);
                 let measured =
                     runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));
                 // Set 0 keeps the single-set run's file names.

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use infergate_core::ApiError;
 use infergate_core::config::{Criticality, FlowControlSettings};
 use infergate_core::endpoint::Endpoint;
+use infergate_core::prefix::PrefixRecord;
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, LocalLedger, Router, Routing};
 
@@ -19,9 +20,9 @@ use crate::fleet::{FleetConfig, ScrapeView};
 use crate::request::BenchRequest;
 
 pub struct Infergate {
-    router: Router,
-    ledger: LocalLedger,
-    endpoints: Vec<Endpoint>,
+    pub(super) router: Router,
+    pub(super) ledger: LocalLedger,
+    pub(super) endpoints: Vec<Endpoint>,
     /// Per request: what was routed, until it finishes.
     routed: HashMap<usize, Routed>,
     /// Each first token beside its prediction, in the order they came.
@@ -72,6 +73,12 @@ impl Infergate {
             Routing::Routed(decision) => Ok(Some(self.remember(ctx, *decision))),
             Routing::Hold { .. } => Ok(None),
         }
+    }
+
+    /// The prefix claim request `id`'s decision made, as its replica reports it.
+    pub(super) fn claim(&self, id: usize) -> Option<PrefixRecord> {
+        let routed = self.routed.get(&id)?;
+        Some(PrefixRecord { pod: routed.counted_on, hashes: routed.hashes.clone(), adapter_load: None })
     }
 
     fn request(ctx: &PickContext<'_>, criticality: Option<Criticality>) -> InferenceRequest {

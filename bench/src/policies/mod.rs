@@ -5,6 +5,7 @@
 mod dynamo_kv;
 mod gie_default;
 mod infergate;
+mod infergate_replicas;
 mod least_request;
 mod llmd_precise;
 mod oracle;
@@ -18,6 +19,7 @@ use infergate_model_sim::engine::Engine;
 pub use dynamo_kv::DynamoKv;
 pub use gie_default::GieDefault;
 pub use infergate::Infergate;
+pub use infergate_replicas::InfergateReplicas;
 pub use least_request::LeastRequest;
 pub use llmd_precise::LlmdPrecise;
 pub use oracle::Oracle;
@@ -111,6 +113,22 @@ pub fn build_behind_envoy(
     match name {
         "round_robin" => Some(Box::new(RoundRobin::envoy(workers, seed))),
         _ => build(name, pods, seed, fleet),
+    }
+}
+
+/// Builds a policy by name as part 2 runs it: behind Envoy with `workers` worker
+/// threads ([`build_behind_envoy`]), and infergate behind `replicas` gateway replicas
+/// ([`InfergateReplicas`]).
+pub fn build_behind_replicas(
+    name: &str,
+    pods: usize,
+    seed: u64,
+    fleet: &crate::fleet::FleetConfig,
+    (workers, replicas): (usize, usize),
+) -> Option<Box<dyn Policy>> {
+    match name {
+        "infergate" if replicas > 1 => Some(Box::new(InfergateReplicas::new(fleet, seed, replicas))),
+        _ => build_behind_envoy(name, pods, seed, fleet, workers),
     }
 }
 

@@ -320,3 +320,55 @@ fn the_oracle_picks_the_idle_pod() {
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     assert_eq!(pick(&mut Oracle, &request("hello"), &e, &s, &[0; 2]), 1);
 }
+
+/// A conversation's first turn on replica 0, then its next turn on replica 1, after
+/// `scrapes` scrapes of an idle fleet.
+fn follow_up_behind_two_replicas(scrapes: usize) -> (usize, usize) {
+    let e = engines(4);
+    let fleet = FleetConfig::new(4, &[]);
+    let mut scraper = Scraper::new(4);
+    let mut replicas = InfergateReplicas::new(&fleet, 42, 2);
+    let mut scrape = scraper.scrape(&e, &fleet, 0.0);
+    replicas.on_scrape(&scrape, 0.0);
+    let history = "a long system prompt and a first question ".repeat(100);
+    let first = request(&history);
+    let first_pod = pick_id(&mut replicas, 0, &first, &e, &scrape);
+    // The first turn is answered before the next is asked.
+    replicas.on_first_token(0, first_pod, &first, 0.01);
+    replicas.on_finish(0, first_pod);
+    for i in 1..=scrapes {
+        scrape = scraper.scrape(&e, &fleet, i as f64 * 0.05);
+        replicas.on_scrape(&scrape, i as f64 * 0.05);
+    }
+    let next = BenchRequest {
+        arrival: Arrival::After { previous: 0, think_s: 1.0 },
+        prompt: render(&[("user", &history), ("assistant", "an answer"), ("user", "and then?")]),
+        ..request("")
+    };
+    (first_pod, pick_id(&mut replicas, 1, &next, &e, &scrape))
+}
+
+#[test]
+fn replicas_learn_each_others_claims_one_scrape_late() {
+    // Replica 0 reports its claim in its answer to the next push; the push after
+    // brings it to replica 1, which then sends the next turn to the same pod.
+    let (first, next) = follow_up_behind_two_replicas(2);
+    assert_eq!(next, first, "replica 1 should know replica 0's claim after two scrapes");
+    // Before that, replica 1 has not heard of it and keeps to its own share of the pods.
+    let (first, next) = follow_up_behind_two_replicas(1);
+    assert_ne!(next, first, "replica 1 cannot know the claim one scrape after it");
+}
+
+#[test]
+fn one_replica_routes_as_infergate_alone() {
+    let e = engines(3);
+    let fleet = FleetConfig::new(3, &[]);
+    let scrape = Scraper::new(3).scrape(&e, &fleet, 0.0);
+    let (mut alone, mut replica) = (Infergate::new(&fleet, 42), InfergateReplicas::new(&fleet, 42, 1));
+    alone.on_scrape(&scrape, 0.0);
+    replica.on_scrape(&scrape, 0.0);
+    for id in 0..12 {
+        let req = request(&format!("prompt {} ", id % 4).repeat(40 + id));
+        assert_eq!(pick_id(&mut replica, id, &req, &e, &scrape), pick_id(&mut alone, id, &req, &e, &scrape));
+    }
+}
