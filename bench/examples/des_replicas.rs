@@ -8,6 +8,7 @@
 //! [REPLICAS] [SCRAPE_MS]` (defaults: shared-prefix, 12, 3, part 2's 50 ms). Set 0 is
 //! the one part 2 runs with seed 42.
 
+use infergate_bench::request::{Arrival, BenchRequest};
 use infergate_bench::results::{RequestOutcome, RunResult};
 use infergate_bench::{des, e2e, fleet, policies, suite};
 
@@ -23,26 +24,48 @@ fn main() -> Result<(), String> {
         .find(|(w, _)| w.name() == name)
         .ok_or_else(|| format!("no part-2 workload named {name}"))?;
     let step = workload.steps()[0];
-    println!("{name}, scraped every {scrape_ms} ms: infergate's TTFT p90 / p99 in simulated ms, by replicas\n");
+    println!(
+        "{name}, scraped every {scrape_ms} ms: infergate's TTFT p90 / p99 in simulated ms and the follow-up \
+         turns on their conversation's pod, by replicas\n"
+    );
     println!("| request set | {} |", (1..=most).map(|n| n.to_string()).collect::<Vec<_>>().join(" | "));
     println!("|---|{}", "---:|".repeat(most));
-    let mut pooled: Vec<Vec<RequestOutcome>> = vec![Vec::new(); most];
+    let mut pooled: Vec<(Vec<RequestOutcome>, (usize, usize))> = vec![Default::default(); most];
     for set in 0..sets {
         let seed = suite::e2e_request_set_seed(&name, 42, set);
         let scenario = workload.scenario(step, seed);
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();
-        for (replicas, all) in (1..=most).zip(pooled.iter_mut()) {
+        for (replicas, (all, pooled_follow_ups)) in (1..=most).zip(pooled.iter_mut()) {
             let mut policy = policies::InfergateReplicas::new(&fleet, 42, replicas);
             let (outcomes, _) = des::run_outcomes_scraped_every(&scenario, &mut policy, scrape_ms as f64 / 1000.0);
-            cells.push(p90_p99(&outcomes));
+            let (kept, sent) = follow_ups(&scenario.requests, &outcomes);
+            cells.push(format!("{} ({})", p90_p99(&outcomes), share((kept, sent))));
+            *pooled_follow_ups = (pooled_follow_ups.0 + kept, pooled_follow_ups.1 + sent);
             all.extend(outcomes);
         }
         println!("| {set} | {} |", cells.join(" | "));
     }
-    let pooled: Vec<String> = pooled.iter().map(|all| p90_p99(all)).collect();
+    let pooled: Vec<String> = pooled.iter().map(|(all, kept)| format!("{} ({})", p90_p99(all), share(*kept))).collect();
     println!("| pooled | {} |", pooled.join(" | "));
     Ok(())
+}
+
+/// Follow-up turns served by the pod that served their previous turn, and all sent.
+fn follow_ups(requests: &[BenchRequest], outcomes: &[RequestOutcome]) -> (usize, usize) {
+    let sent = |o: &&RequestOutcome| !o.not_sent && !o.shed && o.first_token.is_some();
+    let (mut kept, mut all) = (0, 0);
+    for (request, outcome) in requests.iter().zip(outcomes) {
+        if let (Arrival::After { previous, .. }, true) = (request.arrival, sent(&outcome)) {
+            all += 1;
+            kept += usize::from(outcomes.get(previous).is_some_and(|p| p.pod == outcome.pod));
+        }
+    }
+    (kept, all)
+}
+
+fn share((kept, all): (usize, usize)) -> String {
+    if all == 0 { "no follow-ups".into() } else { format!("{:.1}%", 100.0 * kept as f64 / all as f64) }
 }
 
 fn p90_p99(outcomes: &[RequestOutcome]) -> String {
