@@ -5,12 +5,15 @@
 //! A shorter scrape interval shortens the exchange's lag with it.
 //!
 //! `cargo run --release -p infergate-bench --example des_replicas -- [WORKLOAD] [SETS]
-//! [REPLICAS] [SCRAPE_MS]` (defaults: shared-prefix, 12, 3, part 2's 50 ms). Set 0 is
-//! the one part 2 runs with seed 42.
+//! [REPLICAS] [SCRAPE_MS] [EXCHANGE]` (defaults: shared-prefix, 12, 3, part 2's 50 ms,
+//! `agent`). EXCHANGE is `agent` (as the product does), `no-shares` (the same exchange,
+//! no replica told its place) or `one-ledger` (every replica sees the others' requests
+//! at once: the bound no exchange reaches). Set 0 is the one part 2 runs with seed 42.
 
+use infergate_bench::policies::{Exchange, InfergateReplicas};
 use infergate_bench::request::{Arrival, BenchRequest};
 use infergate_bench::results::{RequestOutcome, RunResult};
-use infergate_bench::{des, e2e, fleet, policies, suite};
+use infergate_bench::{des, e2e, fleet, suite};
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
@@ -19,13 +22,19 @@ fn main() -> Result<(), String> {
     let most: usize = args.next().map_or(Ok(3), |s| s.parse()).map_err(|e| format!("REPLICAS: {e}"))?;
     let scrape_ms: u64 =
         args.next().map_or(Ok(e2e::SCRAPE_INTERVAL_MS), |s| s.parse()).map_err(|e| format!("SCRAPE_MS: {e}"))?;
+    let exchange = match args.next().as_deref() {
+        None | Some("agent") => Exchange::Agent,
+        Some("no-shares") => Exchange::AgentWithoutShares,
+        Some("one-ledger") => Exchange::OneLedger,
+        Some(other) => return Err(format!("EXCHANGE is agent, no-shares or one-ledger, not {other}")),
+    };
     let (workload, _) = suite::e2e_workloads(None)
         .into_iter()
         .find(|(w, _)| w.name() == name)
         .ok_or_else(|| format!("no part-2 workload named {name}"))?;
     let step = workload.steps()[0];
     println!(
-        "{name}, scraped every {scrape_ms} ms: infergate's TTFT p90 / p99 in simulated ms and the follow-up \
+        "{name}, scraped every {scrape_ms} ms, exchange {exchange:?}: infergate's TTFT p90 / p99 in simulated ms and the follow-up \
          turns on their conversation's pod, by replicas\n"
     );
     println!("| request set | {} |", (1..=most).map(|n| n.to_string()).collect::<Vec<_>>().join(" | "));
@@ -37,7 +46,7 @@ fn main() -> Result<(), String> {
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();
         for (replicas, (all, pooled_follow_ups)) in (1..=most).zip(pooled.iter_mut()) {
-            let mut policy = policies::InfergateReplicas::new(&fleet, 42, replicas);
+            let mut policy = InfergateReplicas::exchanging(&fleet, 42, replicas, exchange);
             let (outcomes, _) = des::run_outcomes_scraped_every(&scenario, &mut policy, scrape_ms as f64 / 1000.0);
             let (kept, sent) = follow_ups(&scenario.requests, &outcomes);
             cells.push(format!("{} ({})", p90_p99(&outcomes), share((kept, sent))));

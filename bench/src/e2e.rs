@@ -34,8 +34,9 @@ pub const POLICIES: [(&str, UpstreamPolicy); 4] = [
 /// Envoy's worker threads in part 2 (each replica's), as the prediction models them.
 pub const ENVOY_WORKERS: u32 = 2;
 
-/// How often part 2's agent scrapes the pods and pushes, milliseconds; its
-/// discrete-event prediction scrapes as often.
+/// How often part 2's agent scrapes the pods and pushes, real milliseconds; its
+/// discrete-event prediction scrapes as often in the pods' time (this divided by the
+/// time scale).
 pub const SCRAPE_INTERVAL_MS: u64 = 50;
 
 /// A request that never answers within this (real) time counts as failed.

@@ -47,7 +47,7 @@ struct Args {
     preflight: bool,
     /// Part 2 runs the simulated pods this many times slower than the engine model (and
     /// stretches arrivals alike), to leave CPU for Envoy and the load generator.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = positive_scale)]
     e2e_time_scale: f64,
     /// Part 2 also runs infergate with 2, 3, … up to this many gateway replicas
     /// (separate Envoys, one agent); consecutive turns of a conversation go to
@@ -233,7 +233,8 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
                 let mut des_policy =
                     policies::build_behind_replicas(name, scenario.pods, args.seed, &fleet, (workers, replicas))
                         .ok_or("unknown policy")?;
-                let scrape_interval_s = e2e::SCRAPE_INTERVAL_MS as f64 / 1000.0;
+                // The agent scrapes in real time; the pods' times are stretched.
+                let scrape_interval_s = e2e::SCRAPE_INTERVAL_MS as f64 / 1000.0 / args.e2e_time_scale;
                 let predicted = des::run_scraped_every(&scenario, des_policy.as_mut(), scrape_interval_s);
                 let measured =
                     runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));
@@ -444,4 +445,12 @@ fn main() -> ExitCode {
     println!("{markdown}");
     eprintln!("results written to {}", out.display());
     ExitCode::SUCCESS
+}
+
+/// A time scale: a finite number above 0.
+fn positive_scale(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(scale) if scale.is_finite() && scale > 0.0 => Ok(scale),
+        _ => Err(format!("a time scale is a number above 0 (2.0 runs the pods at half speed), not {text:?}")),
+    }
 }

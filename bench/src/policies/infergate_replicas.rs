@@ -8,25 +8,50 @@
 //! client sends them: a conversation's first turn to replica `id mod N`, each next turn
 //! to the replica after the previous turn's.
 //!
-//! What this leaves out, and part 2 has: the push's and the request's transit times,
-//! and the replicas' workers (each replica here is one router, as each Envoy's workers
-//! share their counts at once). So it measures what the exchange's lag alone costs:
-//! requests that reach two replicas within one scrape interval are decided blind to
-//! each other.
+//! What this leaves out, and part 2 has: the push's and the requests' transit times,
+//! the agent's ±10% jitter of its interval and the scrape's own duration; the ≤ 5 ms
+//! batching of records between an Envoy's workers and into its outbox; the workers
+//! themselves (each replica here is one router, while each Envoy worker keeps its own
+//! prefix index and adopts snapshots when it next routes; their counts are shared at
+//! once, as here); retries that move a claim to another pod; and failures (a replica
+//! that stops answering loses its place after two failed pushes, its load after three
+//! intervals). So it is the exchange as designed, with an instant transport.
+//!
+//! Two variants, for comparison only ([`Exchange`]): replicas that exchange but have no
+//! shares of the pods, and replicas that see each other's counts at once (one ledger),
+//! each routing as a lone gateway over its own prefix index.
 
 use std::collections::HashMap;
 
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::replicas::{PeerLoad, ReplicaDigest};
-use infergate_core::router::LoadLedger;
+use infergate_core::router::{LoadLedger, LocalLedger};
 
 use super::{Infergate, PickContext, Policy};
 use crate::fleet::{FleetConfig, ScrapeView};
 use crate::request::{Arrival, BenchRequest};
 
+/// What the replicas share, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// As the agent does: digests at each push, delivered with the next; each replica
+    /// told the count and its place, so it has a share of the pods.
+    Agent,
+    /// The same exchange, but no replica is told its place: no shares.
+    AgentWithoutShares,
+    /// Every replica counts on one ledger, so each sees the others' requests at once,
+    /// and is told it is alone (no shares, no allowance for unseen sends); prefix
+    /// records still go through the agent. What no real exchange can do: the bound.
+    OneLedger,
+}
+
 pub struct InfergateReplicas {
     replicas: Vec<Replica>,
-    /// Per request, the replica that routed it.
+    exchange: Exchange,
+    /// The one ledger of [`Exchange::OneLedger`], lent to the replica that routes.
+    one_ledger: LocalLedger,
+    /// Per request, the replica that routed it (a conversation's next turn goes to the
+    /// one after, once the previous turn has finished).
     routed_by: HashMap<usize, usize>,
 }
 
@@ -39,8 +64,13 @@ struct Replica {
 }
 
 impl InfergateReplicas {
-    /// `replicas` routers; one is infergate as a lone gateway.
+    /// `replicas` routers exchanging as the agent does; one is infergate as a lone
+    /// gateway.
     pub fn new(fleet: &FleetConfig, seed: u64, replicas: usize) -> Self {
+        Self::exchanging(fleet, seed, replicas, Exchange::Agent)
+    }
+
+    pub fn exchanging(fleet: &FleetConfig, seed: u64, replicas: usize, exchange: Exchange) -> Self {
         let replicas = (0..replicas.max(1))
             .map(|r| Replica {
                 router: Infergate::new(fleet, seed.wrapping_add(r as u64)),
@@ -48,7 +78,7 @@ impl InfergateReplicas {
                 reported: ReplicaDigest::default(),
             })
             .collect();
-        Self { replicas, routed_by: HashMap::new() }
+        Self { replicas, exchange, one_ledger: LocalLedger::default(), routed_by: HashMap::new() }
     }
 
     /// Part 2's client: first turns by id, each next turn to the next replica.
@@ -61,7 +91,7 @@ impl InfergateReplicas {
     }
 
     /// What the agent's next push brings `replica`: the others' last digests, their
-    /// loads summed per pod, and its place.
+    /// loads summed per pod, and the count and its place as the exchange tells them.
     fn peers_of(&self, replica: usize) -> ReplicaDigest {
         let mut records = Vec::new();
         let mut load: Vec<PeerLoad> = Vec::new();
@@ -77,20 +107,40 @@ impl InfergateReplicas {
                 }
             }
         }
-        ReplicaDigest { records, load, replicas: self.replicas.len() as u32, index: Some(replica as u32) }
+        let (replicas, index) = match self.exchange {
+            Exchange::Agent => (self.replicas.len() as u32, Some(replica as u32)),
+            Exchange::AgentWithoutShares => (self.replicas.len() as u32, None),
+            Exchange::OneLedger => (1, None),
+        };
+        ReplicaDigest { records, load, replicas, index }
+    }
+
+    /// Runs `f` on replica `r`, with the one ledger lent to it if there is one.
+    fn on_replica<T>(&mut self, r: usize, f: impl FnOnce(&mut Replica) -> T) -> Option<T> {
+        let one_ledger = self.exchange == Exchange::OneLedger;
+        let replica = self.replicas.get_mut(r)?;
+        if one_ledger {
+            std::mem::swap(&mut self.one_ledger, &mut replica.router.ledger);
+        }
+        let out = f(replica);
+        if one_ledger {
+            std::mem::swap(&mut self.one_ledger, &mut replica.router.ledger);
+        }
+        Some(out)
     }
 }
 
 impl Replica {
-    /// Its answer to a push: the claims since the last answer, and its load per pod.
-    fn report(&mut self) {
+    /// Its answer to a push: the claims since the last answer, and its load per pod
+    /// (none when the replicas count on one ledger: the others see it already).
+    fn report(&mut self, with_load: bool) {
         let ledger = &self.router.ledger;
         let load = self
             .router
             .endpoints
             .iter()
             .map(|&pod| (pod, ledger.load(pod)))
-            .filter(|(_, l)| l.in_flight > 0 || l.pending_prefill_tokens > 0)
+            .filter(|(_, l)| with_load && (l.in_flight > 0 || l.pending_prefill_tokens > 0))
             .map(|(pod, l)| PeerLoad { pod, in_flight: l.in_flight, pending_prefill_tokens: l.pending_prefill_tokens })
             .collect();
         self.reported = ReplicaDigest { records: std::mem::take(&mut self.outbox), load, replicas: 0, index: None };
@@ -102,43 +152,92 @@ impl Policy for InfergateReplicas {
         "infergate_replicas"
     }
 
-    fn on_scrape(&mut self, scrape: &ScrapeView, now: f64) {
-        if let [only] = self.replicas.as_mut_slice() {
-            only.router.on_scrape(scrape, now);
-            return;
-        }
+    fn on_scrape(&mut self, scrape: &ScrapeView, _now: f64) {
+        let with_load = self.exchange != Exchange::OneLedger;
         let deliveries: Vec<ReplicaDigest> = (0..self.replicas.len()).map(|r| self.peers_of(r)).collect();
-        for (replica, peers) in self.replicas.iter_mut().zip(deliveries) {
-            for record in &peers.records {
-                replica.router.router.record_peer(record);
-            }
-            let mut snapshot = scrape.snapshot.clone();
-            snapshot.peers = peers;
-            replica.router.router.apply_snapshot(snapshot, &replica.router.ledger);
-            replica.report();
+        for (r, peers) in deliveries.into_iter().enumerate() {
+            self.on_replica(r, |replica| {
+                for record in &peers.records {
+                    replica.router.router.record_peer(record);
+                }
+                let mut snapshot = scrape.snapshot.clone();
+                snapshot.peers = peers;
+                replica.router.router.apply_snapshot(snapshot, &replica.router.ledger);
+                replica.report(with_load);
+            });
         }
     }
 
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
         let r = self.replica_for(ctx.id, ctx.request);
         self.routed_by.insert(ctx.id, r);
-        let Some(replica) = self.replicas.get_mut(r) else { return 0 };
-        let pod = replica.router.pick(ctx);
-        if let Some(claim) = replica.router.claim(ctx.id) {
-            replica.outbox.push(claim);
-        }
-        pod
+        self.on_replica(r, |replica| {
+            let pod = replica.router.pick(ctx);
+            if let Some(claim) = replica.router.claim(ctx.id) {
+                replica.outbox.push(claim);
+            }
+            pod
+        })
+        .unwrap_or(0)
     }
 
     fn on_first_token(&mut self, id: usize, pod: usize, request: &BenchRequest, at: f64) {
-        if let Some(replica) = self.routed_by.get(&id).and_then(|&r| self.replicas.get_mut(r)) {
-            replica.router.on_first_token(id, pod, request, at);
+        if let Some(&r) = self.routed_by.get(&id) {
+            self.on_replica(r, |replica| replica.router.on_first_token(id, pod, request, at));
         }
     }
 
     fn on_finish(&mut self, id: usize, pod: usize) {
-        if let Some(replica) = self.routed_by.get(&id).and_then(|&r| self.replicas.get_mut(r)) {
-            replica.router.on_finish(id, pod);
+        if let Some(&r) = self.routed_by.get(&id) {
+            self.on_replica(r, |replica| replica.router.on_finish(id, pod));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use infergate_model_sim::engine::{Engine, EngineProfile};
+
+    use super::*;
+    use crate::fleet::Scraper;
+    use crate::request::render;
+    use crate::workloads::BASE_MODEL;
+
+    #[test]
+    fn a_replicas_load_reaches_the_others_with_the_next_push() {
+        let engines: Vec<Engine> = (0..4).map(|_| Engine::new(EngineProfile::TINY)).collect();
+        let fleet = FleetConfig::new(4, &[]);
+        let mut scraper = Scraper::new(4);
+        let mut replicas = InfergateReplicas::new(&fleet, 42, 2);
+        let scrape = scraper.scrape(&engines, &fleet, 0.0);
+        replicas.on_scrape(&scrape, 0.0);
+        let request = BenchRequest {
+            arrival: Arrival::At(0.0),
+            model: BASE_MODEL.into(),
+            adapter: None,
+            prompt: render(&[("user", &"a question ".repeat(200))]),
+            output_tokens: 10,
+        };
+        let in_flight = [0; 4];
+        let ctx = PickContext {
+            id: 0,
+            request: &request,
+            now: 0.0,
+            engines: &engines,
+            scrape: &scrape,
+            in_flight: &in_flight,
+        };
+        let pod = fleet.endpoints[replicas.pick(&ctx)];
+        // Not reported yet: the next push brings replica 1 nothing.
+        assert!(replicas.peers_of(1).load.is_empty());
+        replicas.on_scrape(&scraper.scrape(&engines, &fleet, 0.05), 0.05);
+        let delivered = replicas.peers_of(1);
+        assert_eq!(delivered.load.len(), 1, "{delivered:?}");
+        assert_eq!(delivered.load[0].pod, pod);
+        assert_eq!(delivered.load[0].in_flight, 1);
+        assert!(delivered.load[0].pending_prefill_tokens > 0, "its prefill has not started");
+        assert_eq!(delivered.records.len(), 1, "and its claim");
+        assert!(replicas.peers_of(0).load.is_empty(), "a replica is not told its own load");
+        assert_eq!((delivered.replicas, delivered.index), (2, Some(1)));
     }
 }

@@ -19,7 +19,7 @@ use infergate_model_sim::engine::Engine;
 pub use dynamo_kv::DynamoKv;
 pub use gie_default::GieDefault;
 pub use infergate::Infergate;
-pub use infergate_replicas::InfergateReplicas;
+pub use infergate_replicas::{Exchange, InfergateReplicas};
 pub use least_request::LeastRequest;
 pub use llmd_precise::LlmdPrecise;
 pub use oracle::Oracle;
@@ -32,7 +32,7 @@ use crate::fleet::ScrapeView;
 use crate::request::BenchRequest;
 
 /// Everything a policy may look at when it picks. Which parts it reads is what makes it
-/// realistic: the scraped view is 0–100 ms old; `engines` is the exact state, which only
+/// realistic: the scraped view is up to one scrape interval old; `engines` is the exact state, which only
 /// `oracle` may read in full. The KV-event-driven policies read only what KV events
 /// tell: the prefix a pod has cached (`llmd_precise`'s prefix score, `dynamo_kv`'s
 /// overlap). Loads a router tracks itself (`dynamo_kv`'s active blocks and prefill
