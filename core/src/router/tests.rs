@@ -704,6 +704,14 @@ fn one_free_slot_each() -> Snapshot {
     snap
 }
 
+/// The next snapshot, `sequence`, with every pod scraped at `at_ms`.
+fn rescraped(snap: &mut Snapshot, sequence: u64, at_ms: u64) {
+    snap.sequence = sequence;
+    for pod in snap.pools.iter_mut().flat_map(|pool| &mut pool.pods) {
+        pod.scraped_at_ms = Some(at_ms);
+    }
+}
+
 #[test]
 fn an_adapter_sent_after_the_scrape_claims_its_slot() {
     // Two slots per pod, one free on each; pod 1 has the shorter queue. "sql" is sent
@@ -725,19 +733,13 @@ fn an_adapter_sent_after_the_scrape_claims_its_slot() {
     let before = router.route(&request("lora-chat"), 1_013, &mut ledger).unwrap();
     assert_eq!(before.endpoints[0], ep(2), "{before:?}");
     // Nor can one scraped right after them: the requests may not have reached the pod.
-    snap.sequence = 3;
-    for pod in &mut snap.pools[0].pods {
-        pod.scraped_at_ms = Some(1_020);
-    }
+    rescraped(&mut snap, 3, 1_020);
     router.apply_snapshot(snap.clone(), &ledger);
     let in_transit = router.route(&request("lora-chat"), 1_021, &mut ledger).unwrap();
     assert_eq!(in_transit.endpoints[0], ep(2), "{in_transit:?}");
     // One scraped well after them shows what the pod holds (here, the same lists: the
     // "sql" requests finished).
-    snap.sequence = 4;
-    for pod in &mut snap.pools[0].pods {
-        pod.scraped_at_ms = Some(1_400);
-    }
+    rescraped(&mut snap, 4, 1_400);
     router.apply_snapshot(snap, &ledger);
     let after = router.route(&request("lora-chat"), 1_401, &mut ledger).unwrap();
     assert_eq!(
