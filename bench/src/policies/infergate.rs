@@ -78,7 +78,7 @@ impl Infergate {
     /// The prefix claim request `id`'s decision made, as its replica reports it.
     pub(super) fn claim(&self, id: usize) -> Option<PrefixRecord> {
         let routed = self.routed.get(&id)?;
-        Some(PrefixRecord { pod: routed.counted_on, hashes: routed.hashes.clone(), adapter_load: None })
+        Some(PrefixRecord::blocks(routed.counted_on, routed.hashes.clone()))
     }
 
     fn request(ctx: &PickContext<'_>, criticality: Option<Criticality>) -> InferenceRequest {

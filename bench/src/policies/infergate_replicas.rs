@@ -4,7 +4,10 @@
 //! snapshot with the others' last digests (their prefix claims and their load per pod,
 //! the replica count and its own place), then reports its own digest, which the others
 //! get with the next scrape: a replica answers each push with its digest, and the
-//! agent delivers it with the next push. Requests reach the replicas as part 2's
+//! agent delivers it with the next push. The merging is the agent's own
+//! (`infergate_metrics_agent::replicas::ReplicaExchange`), on virtual time; the
+//! digest is built as the control listener builds it, from the replica's claims and
+//! ledger. Requests reach the replicas as part 2's
 //! client sends them: a conversation's first turn to replica `id mod N`, each next turn
 //! to the replica after the previous turn's.
 //!
@@ -13,19 +16,21 @@
 //! batching of records between an Envoy's workers and into its outbox; the workers
 //! themselves (each replica here is one router, while each Envoy worker keeps its own
 //! prefix index and adopts snapshots when it next routes; their counts are shared at
-//! once, as here); retries that move a claim to another pod; and failures (a replica
-//! that stops answering loses its place after two failed pushes, its load after three
-//! intervals). So it is the exchange as designed, with an instant transport.
+//! once, as here); retries that move a claim to another pod; and failures (every push
+//! succeeds here, so no replica loses its place or its load). So it is the exchange
+//! as designed, with an instant transport.
 //!
 //! Two variants, for comparison only ([`Exchange`]): replicas that exchange but have no
 //! shares of the pods, and replicas that see each other's counts at once (one ledger),
 //! each routing as a lone gateway over its own prefix index.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::replicas::{PeerLoad, ReplicaDigest};
 use infergate_core::router::{LoadLedger, LocalLedger};
+use infergate_metrics_agent::replicas::ReplicaExchange;
 
 use super::{Infergate, PickContext, Policy};
 use crate::fleet::{FleetConfig, ScrapeView};
@@ -48,6 +53,10 @@ pub enum Exchange {
 pub struct InfergateReplicas {
     replicas: Vec<Replica>,
     exchange: Exchange,
+    /// The agent's own exchange (`metrics-agent/src/replicas.rs`), on virtual time
+    /// counted from `started`.
+    agent: ReplicaExchange,
+    started: Instant,
     /// The one ledger of [`Exchange::OneLedger`], lent to the replica that routes.
     one_ledger: LocalLedger,
     /// Per request, the replica that routed it (a conversation's next turn goes to the
@@ -59,8 +68,6 @@ struct Replica {
     router: Infergate,
     /// The prefix claims it made since its last digest.
     outbox: Vec<PrefixRecord>,
-    /// Its last digest, delivered to the others with the next snapshot.
-    reported: ReplicaDigest,
 }
 
 impl InfergateReplicas {
@@ -71,14 +78,20 @@ impl InfergateReplicas {
     }
 
     pub fn exchanging(fleet: &FleetConfig, seed: u64, replicas: usize, exchange: Exchange) -> Self {
-        let replicas = (0..replicas.max(1))
-            .map(|r| Replica {
-                router: Infergate::new(fleet, seed.wrapping_add(r as u64)),
-                outbox: Vec::new(),
-                reported: ReplicaDigest::default(),
-            })
+        let replicas: Vec<Replica> = (0..replicas.max(1))
+            .map(|r| Replica { router: Infergate::new(fleet, seed.wrapping_add(r as u64)), outbox: Vec::new() })
             .collect();
-        Self { replicas, exchange, one_ledger: LocalLedger::default(), routed_by: HashMap::new() }
+        // Every replica answers every push here, so no load ever ages out.
+        let mut agent = ReplicaExchange::new(Duration::from_secs(3_600));
+        agent.set_targets(&(0..replicas.len()).map(|r| format!("replica-{r}")).collect::<Vec<_>>());
+        Self {
+            replicas,
+            exchange,
+            agent,
+            started: Instant::now(),
+            one_ledger: LocalLedger::default(),
+            routed_by: HashMap::new(),
+        }
     }
 
     /// Part 2's client: first turns by id, each next turn to the next replica.
@@ -90,29 +103,22 @@ impl InfergateReplicas {
         }
     }
 
-    /// What the agent's next push brings `replica`: the others' last digests, their
-    /// loads summed per pod, and the count and its place as the exchange tells them.
-    fn peers_of(&self, replica: usize) -> ReplicaDigest {
-        let mut records = Vec::new();
-        let mut load: Vec<PeerLoad> = Vec::new();
-        for (_, other) in self.replicas.iter().enumerate().filter(|(r, _)| *r != replica) {
-            records.extend(other.reported.records.iter().cloned());
-            for peer in &other.reported.load {
-                match load.iter_mut().find(|l| l.pod == peer.pod) {
-                    Some(sum) => {
-                        sum.in_flight += peer.in_flight;
-                        sum.pending_prefill_tokens += peer.pending_prefill_tokens;
-                    }
-                    None => load.push(*peer),
-                }
-            }
+    /// What the agent's next push brings `replica`: the others' digests since its last
+    /// push, as the agent merges them, and the count and its place as the variant
+    /// tells them.
+    fn next_push(&mut self, replica: usize, now: Instant) -> ReplicaDigest {
+        let mut peers = self.agent.outgoing(replica, now);
+        match self.exchange {
+            Exchange::Agent => {}
+            Exchange::AgentWithoutShares => peers.index = None,
+            Exchange::OneLedger => (peers.replicas, peers.index) = (1, None),
         }
-        let (replicas, index) = match self.exchange {
-            Exchange::Agent => (self.replicas.len() as u32, Some(replica as u32)),
-            Exchange::AgentWithoutShares => (self.replicas.len() as u32, None),
-            Exchange::OneLedger => (1, None),
-        };
-        ReplicaDigest { records, load, replicas, index }
+        peers
+    }
+
+    /// Virtual seconds as the agent's clock.
+    fn at(&self, now: f64) -> Instant {
+        self.started + Duration::from_secs_f64(now.max(0.0))
     }
 
     /// Runs `f` on replica `r`, with the one ledger lent to it if there is one.
@@ -133,7 +139,7 @@ impl InfergateReplicas {
 impl Replica {
     /// Its answer to a push: the claims since the last answer, and its load per pod
     /// (none when the replicas count on one ledger: the others see it already).
-    fn report(&mut self, with_load: bool) {
+    fn report(&mut self, with_load: bool) -> ReplicaDigest {
         let ledger = &self.router.ledger;
         let load = self
             .router
@@ -143,7 +149,7 @@ impl Replica {
             .filter(|(_, l)| with_load && (l.in_flight > 0 || l.pending_prefill_tokens > 0))
             .map(|(pod, l)| PeerLoad { pod, in_flight: l.in_flight, pending_prefill_tokens: l.pending_prefill_tokens })
             .collect();
-        self.reported = ReplicaDigest { records: std::mem::take(&mut self.outbox), load, replicas: 0, index: None };
+        ReplicaDigest { records: std::mem::take(&mut self.outbox), load, replicas: 0, index: None }
     }
 }
 
@@ -152,19 +158,25 @@ impl Policy for InfergateReplicas {
         "infergate_replicas"
     }
 
-    fn on_scrape(&mut self, scrape: &ScrapeView, _now: f64) {
+    fn on_scrape(&mut self, scrape: &ScrapeView, now: f64) {
         let with_load = self.exchange != Exchange::OneLedger;
-        let deliveries: Vec<ReplicaDigest> = (0..self.replicas.len()).map(|r| self.peers_of(r)).collect();
-        for (r, peers) in deliveries.into_iter().enumerate() {
-            self.on_replica(r, |replica| {
+        let at = self.at(now);
+        // As the agent does: every replica's push is built before any answer is read.
+        let pushes: Vec<ReplicaDigest> = (0..self.replicas.len()).map(|r| self.next_push(r, at)).collect();
+        for (r, peers) in pushes.into_iter().enumerate() {
+            let answer = self.on_replica(r, |replica| {
                 for record in &peers.records {
                     replica.router.router.record_peer(record);
                 }
                 let mut snapshot = scrape.snapshot.clone();
                 snapshot.peers = peers;
                 replica.router.router.apply_snapshot(snapshot, &replica.router.ledger);
-                replica.report(with_load);
+                replica.report(with_load)
             });
+            if let Some(digest) = answer {
+                self.agent.incoming(r, digest, at);
+                self.agent.pushed(r, true);
+            }
         }
     }
 
@@ -228,16 +240,18 @@ mod tests {
             in_flight: &in_flight,
         };
         let pod = fleet.endpoints[replicas.pick(&ctx)];
-        // Not reported yet: the next push brings replica 1 nothing.
-        assert!(replicas.peers_of(1).load.is_empty());
+        // Not reported yet: a push now would bring replica 1 nothing.
+        let at = replicas.at(0.01);
+        assert!(replicas.next_push(1, at).load.is_empty());
         replicas.on_scrape(&scraper.scrape(&engines, &fleet, 0.05), 0.05);
-        let delivered = replicas.peers_of(1);
+        let at = replicas.at(0.1);
+        let delivered = replicas.next_push(1, at);
         assert_eq!(delivered.load.len(), 1, "{delivered:?}");
         assert_eq!(delivered.load[0].pod, pod);
         assert_eq!(delivered.load[0].in_flight, 1);
         assert!(delivered.load[0].pending_prefill_tokens > 0, "its prefill has not started");
         assert_eq!(delivered.records.len(), 1, "and its claim");
-        assert!(replicas.peers_of(0).load.is_empty(), "a replica is not told its own load");
+        assert!(replicas.next_push(0, at).load.is_empty(), "a replica is not told its own load");
         assert_eq!((delivered.replicas, delivered.index), (2, Some(1)));
     }
 }
