@@ -8,6 +8,11 @@
 //! snapshot, the records of the others and their summed load. A record thus reaches
 //! every replica within about two push intervals (200 ms by default), well before a
 //! conversation's next turn; `docs/replicas.md` gives the trade-offs.
+//!
+//! Loads go faster than records: requests that reach two replicas within one push
+//! interval are otherwise decided blind to each other. Between snapshots the agent
+//! pushes each replica the others' summed load every few milliseconds
+//! ([`ReplicaLoad`]), and the replica answers with its own.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +56,38 @@ pub struct PeerLoad {
 impl PeerLoad {
     pub fn load(&self) -> PodLoad {
         PodLoad { in_flight: self.in_flight, pending_prefill_tokens: self.pending_prefill_tokens }
+    }
+}
+
+/// Load per pod between snapshots: what the agent pushes a replica (the other
+/// replicas' load, summed) and what the replica answers (its own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaLoad {
+    #[serde(default)]
+    pub load: Vec<PeerLoad>,
+}
+
+/// Why a load message was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LoadError {
+    #[error("replica load is not valid MessagePack for this schema: {0}")]
+    Decode(String),
+    #[error("replica load lists {found} pods, more than the limit of {MAX_DIGEST_PODS}")]
+    TooManyPods { found: usize },
+}
+
+impl ReplicaLoad {
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    /// Decodes and bounds untrusted bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LoadError> {
+        let message: Self = rmp_serde::from_slice(bytes).map_err(|e| LoadError::Decode(e.to_string()))?;
+        if message.load.len() > MAX_DIGEST_PODS {
+            return Err(LoadError::TooManyPods { found: message.load.len() });
+        }
+        Ok(message)
     }
 }
 
@@ -144,6 +181,16 @@ mod tests {
         assert_eq!(with(3, Some(3)).place(), ReplicaPlace::ALONE);
         let older = ReplicaDigest::decode(&with(3, None).encode()).unwrap();
         assert_eq!((older.replicas, older.index), (3, None));
+    }
+
+    #[test]
+    fn a_load_message_round_trips_and_refuses_garbage_and_oversize() {
+        let message = ReplicaLoad { load: vec![PeerLoad { pod: pod(2), in_flight: 5, pending_prefill_tokens: 900 }] };
+        assert_eq!(ReplicaLoad::decode(&message.encode()), Ok(message));
+        assert!(matches!(ReplicaLoad::decode(b"\xc1nope"), Err(LoadError::Decode(_))));
+        let load = vec![PeerLoad { pod: pod(1), in_flight: 1, pending_prefill_tokens: 1 }; MAX_DIGEST_PODS + 1];
+        let huge = ReplicaLoad { load }.encode();
+        assert_eq!(ReplicaLoad::decode(&huge), Err(LoadError::TooManyPods { found: MAX_DIGEST_PODS + 1 }));
     }
 
     #[test]

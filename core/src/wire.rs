@@ -64,6 +64,13 @@ pub mod shared_data {
     pub const FLOW_PREFIX: &str = "infergate.flow.";
     /// The router workers' prefix queues, one name per line.
     pub const PREFIX_PEERS: &str = "infergate.prefix-peers";
+    /// The other replicas' load, as the agent last pushed it between snapshots: 8 bytes
+    /// of sequence, 8 of arrival time (Unix ms), each little endian, then a MessagePack
+    /// `replicas::ReplicaLoad`. Read by the router workers per request.
+    pub const PEER_LOAD: &str = "infergate.peer-load";
+    /// The pods of the newest snapshot a replicated push brought, one `ip:port` per
+    /// line: the control listener reports this replica's load on them.
+    pub const REPLICA_PODS: &str = "infergate.replica-pods";
     /// When the control listener last drained the outbox (8 bytes, little-endian Unix
     /// ms): routers stop filling it when no agent has asked for a while.
     pub const OUTBOX_DRAINED_AT: &str = "infergate.outbox-drained-at";
@@ -85,6 +92,9 @@ pub mod queue {
 pub mod path {
     /// The control listener takes snapshot pushes here.
     pub const SNAPSHOT: &str = "/v1/snapshot";
+    /// The control listener takes the other replicas' load here, between snapshots,
+    /// and answers with its own (`replicas::ReplicaLoad`).
+    pub const LOAD: &str = "/v1/load";
     /// The control listener takes cluster summaries here (the global router's).
     pub const SUMMARY: &str = "/v1/summary";
     /// The rate limit service takes usage reports here.

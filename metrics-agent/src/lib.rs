@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod discovery;
+pub mod load_exchange;
 pub mod push;
 pub mod replicas;
 pub mod scrape;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
@@ -17,6 +17,7 @@ use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_P
 use infergate_metrics_agent::FleetScraper;
 use infergate_metrics_agent::discovery::kubernetes::{self, ControlEndpoints, NamespacedName};
 use infergate_metrics_agent::discovery::{Fleet, config_file};
+use infergate_metrics_agent::load_exchange::LoadExchange;
 use infergate_metrics_agent::push::Pusher;
 use infergate_metrics_agent::replicas::ReplicaExchange;
 use infergate_metrics_agent::scrape::{fetch_metrics, unix_ms};
@@ -89,6 +90,13 @@ struct RunArgs {
     /// Tier 2: file holding the global routers' bearer token (default: the gateway's).
     #[arg(long, requires = "summary_to")]
     summary_token_file: Option<PathBuf>,
+    /// With two or more gateway replicas, push each one the others' in-flight load
+    /// every this many milliseconds between snapshots (POST /v1/load), so that
+    /// requests reaching different replicas at the same moment are not decided blind
+    /// to each other. 0 leaves the loads to the snapshots alone (one to two scrape
+    /// intervals late). Each push is a few hundred bytes per busy pod.
+    #[arg(long, default_value_t = 5, value_name = "MS")]
+    load_exchange_ms: u64,
     /// Where to serve the agent's own /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:9903")]
     listen: std::net::SocketAddr,
@@ -225,9 +233,22 @@ async fn run(args: RunArgs) -> Result<(), String> {
         }
         None => None,
     };
-    let mut pusher = Pusher::new(client.clone(), controls, SNAPSHOT_PATH, token, push_timeout);
+    let mut pusher = Pusher::new(client.clone(), controls, SNAPSHOT_PATH, token.clone(), push_timeout);
     // A replica that stops answering for three rounds no longer counts its requests.
-    let mut exchange = ReplicaExchange::new(Duration::from_millis(3 * initial.agent.scrape_interval_ms));
+    let exchange =
+        Arc::new(Mutex::new(ReplicaExchange::new(Duration::from_millis(3 * initial.agent.scrape_interval_ms))));
+    let load_exchange = (args.load_exchange_ms > 0).then(|| {
+        tokio::spawn(
+            LoadExchange {
+                client: client.clone(),
+                token: token.clone(),
+                interval: Duration::from_millis(args.load_exchange_ms),
+                exchange: Arc::clone(&exchange),
+                telemetry: Arc::clone(&telemetry),
+            }
+            .run(),
+        )
+    });
     telemetry.track_gateways(pusher.targets().iter().map(String::as_str));
     tracing::info!(interval_ms = initial.agent.scrape_interval_ms, targets = ?pusher.targets(), "metrics-agent started");
     let mut fleet_changes = follow_fleet(config, kube);
@@ -261,12 +282,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
         let interval = Duration::from_millis(scraper.config().agent.scrape_interval_ms);
         // Up to ±10% jitter, so that agent replicas do not scrape the fleet in lockstep.
         next_round = tokio::time::Instant::now() + interval.mul_f64(0.9 + fastrand::f64() * 0.2);
-        let snapshot = round(&mut scraper, &mut pusher, &mut exchange, &telemetry).await;
+        let snapshot = round(&mut scraper, &mut pusher, &exchange, &telemetry).await;
         if let (Some(sender), Some((snapshot, gateway_healthy))) = (summaries.as_mut(), snapshot) {
             sender.send(&snapshot, gateway_healthy, &telemetry).await;
         }
     }
     server.abort();
+    if let Some(task) = load_exchange {
+        task.abort();
+    }
     tracing::info!("metrics-agent stopped");
     Ok(())
 }
@@ -366,7 +390,7 @@ fn follow_fleet(
 async fn round(
     scraper: &mut FleetScraper,
     pusher: &mut Pusher,
-    exchange: &mut ReplicaExchange,
+    exchange: &Mutex<ReplicaExchange>,
     telemetry: &Telemetry,
 ) -> Option<(Snapshot, bool)> {
     let scrape_started = Instant::now();
@@ -378,19 +402,23 @@ async fn round(
     }
     telemetry.snapshots.inc();
     let mut snapshot = snapshot;
-    exchange.set_targets(pusher.targets());
-    let started = Instant::now();
-    let mut bodies = Vec::with_capacity(pusher.targets().len());
-    for index in 0..pusher.targets().len() {
-        snapshot.peers = exchange.outgoing(index, started);
-        match snapshot.encode() {
-            Ok(bytes) => bodies.push(bytes::Bytes::from(bytes)),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode the snapshot");
-                return None;
+    let bodies = {
+        let mut exchange = exchange.lock().unwrap_or_else(PoisonError::into_inner);
+        exchange.set_targets(pusher.targets());
+        let started = Instant::now();
+        let mut bodies = Vec::with_capacity(pusher.targets().len());
+        for index in 0..pusher.targets().len() {
+            snapshot.peers = exchange.outgoing(index, started);
+            match snapshot.encode() {
+                Ok(bytes) => bodies.push(bytes::Bytes::from(bytes)),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode the snapshot");
+                    return None;
+                }
             }
         }
-    }
+        bodies
+    };
     snapshot.peers = Default::default();
     let size = bodies.first().map_or(0, bytes::Bytes::len);
     telemetry.snapshot_bytes.set(i64::try_from(size).unwrap_or(i64::MAX));
@@ -400,12 +428,13 @@ async fn round(
     let now = Instant::now();
     let mut all_ok = true;
     let mut any_accepted = false;
+    let mut exchange = exchange.lock().unwrap_or_else(PoisonError::into_inner);
     for (index, (target, attempt)) in pusher.targets().iter().zip(attempts).enumerate() {
         let label = TargetLabel { target: target.clone() };
         // Created at 0 on the first round, so that the series exists before a failure.
         let push_errors = telemetry.push_errors.get_or_create(&label);
         if let Some(Ok(answer)) = &attempt.result {
-            take_digest(exchange, index, target, answer, now, telemetry);
+            take_digest(&mut exchange, index, target, answer, now, telemetry);
         }
         // A push held back by the backoff (`None`) changes nothing.
         if let Some(result) = &attempt.result {

@@ -119,6 +119,25 @@ impl ReplicaExchange {
         }
     }
 
+    /// The replicas' snapshot push targets, in order.
+    pub fn targets(&self) -> impl Iterator<Item = &str> {
+        self.replicas.iter().map(|r| r.target.as_str())
+    }
+
+    /// What replica `index` is told by a load push between snapshots: the others'
+    /// recent load, summed per pod (as in [`Self::outgoing`]).
+    pub fn load_for(&self, index: usize, now: Instant) -> Vec<PeerLoad> {
+        self.load_except(index, now)
+    }
+
+    /// Replica `index` answered a load push with its load: it replaces what it said.
+    pub fn loaded(&mut self, index: usize, load: Vec<PeerLoad>, now: Instant) {
+        if let Some(replica) = self.replicas.get_mut(index) {
+            replica.load = load;
+            replica.load_at = Some(now);
+        }
+    }
+
     /// Records dropped so far because a replica's inbox was full.
     pub fn dropped(&self) -> u64 {
         self.dropped
@@ -176,6 +195,21 @@ mod tests {
         assert_eq!(exchange.outgoing(1, now).records, [record(1, 4)]);
         assert_eq!(exchange.outgoing(1, now).records, [], "delivered once");
         assert_eq!(exchange.outgoing(2, now).records, [record(1, 4)]);
+    }
+
+    #[test]
+    fn a_load_answer_replaces_the_replicas_load_for_the_others() {
+        let now = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(3));
+        exchange.loaded(0, vec![load(1, 2)], now);
+        exchange.loaded(1, vec![load(1, 3), load(2, 1)], now);
+        assert_eq!(exchange.load_for(2, now), [load(1, 5), load(2, 1)]);
+        assert_eq!(exchange.load_for(0, now), [load(1, 3), load(2, 1)], "not its own");
+        exchange.loaded(1, Vec::new(), now);
+        assert_eq!(exchange.load_for(2, now), [load(1, 2)], "replaced, not added");
+        assert_eq!(exchange.load_for(2, now + Duration::from_secs(2)), [], "too old to count");
+        assert_eq!(exchange.targets().count(), 3);
     }
 
     #[test]

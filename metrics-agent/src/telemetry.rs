@@ -42,6 +42,9 @@ pub struct Telemetry {
     pub gateways: Gauge,
     /// Prefix records the gateway replicas sent, to pass on to the others.
     pub replica_records: Counter,
+    /// Load pushes between snapshots that a replica answered, and those that failed.
+    pub load_pushes: Counter,
+    pub load_push_errors: Counter,
     /// The pods with a `scrape_errors` series.
     pods_with_series: Mutex<BTreeSet<String>>,
     /// The snapshot push targets with `push_errors` and `push_age_seconds` series.
@@ -99,6 +102,8 @@ impl Telemetry {
             push_age_seconds: Family::default(),
             gateways: Gauge::default(),
             replica_records: Counter::default(),
+            load_pushes: Counter::default(),
+            load_push_errors: Counter::default(),
             pods_with_series: Mutex::new(BTreeSet::new()),
             gateways_with_series: Mutex::new(BTreeSet::new()),
             ready: AtomicBool::new(false),
@@ -134,6 +139,16 @@ impl Telemetry {
                 "replica_prefix_records",
                 "Prefix records gateway replicas reported, passed on to the other replicas",
                 telemetry.replica_records.clone(),
+            );
+            registry.register(
+                "load_pushes",
+                "Pushes of the other replicas' load between snapshots, answered with the replica's own",
+                telemetry.load_pushes.clone(),
+            );
+            registry.register(
+                "load_push_errors",
+                "Load pushes between snapshots that failed or were refused",
+                telemetry.load_push_errors.clone(),
             );
         }
         Arc::new(telemetry)

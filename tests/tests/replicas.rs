@@ -34,6 +34,13 @@ async fn idle_but_slow(stack: &Stack, latency_ms: u64) {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
+/// A counter of the agent's /metrics.
+async fn agent_counter(stack: &Stack, name: &str) -> Option<f64> {
+    let metrics = stack.client().get(format!("{}/metrics", stack.agent_url)).send().await;
+    let metrics = metrics.expect("the agent answers").text().await.unwrap_or_default();
+    metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// A one-token chat request with `prompt`, sent to one replica.
 async fn send(stack: &Stack, gateway: &str, prompt: String) -> Reply {
     let body = chat_body("m", &prompt, 1).to_string();
@@ -74,29 +81,22 @@ async fn each_turn_finds_its_conversations_pod_on_whichever_replica_takes_it() {
         followed * 100 >= follow_ups * 95,
         "{followed} of {follow_ups} follow-ups on their pod; missed: {misses:?}"
     );
-    let agent_metrics = stack.client().get(format!("{}/metrics", stack.agent_url)).send().await;
-    let agent_metrics = agent_metrics.expect("the agent answers").text().await.unwrap_or_default();
-    let passed_on = agent_metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("infergate_agent_replica_prefix_records_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok());
+    let passed_on = agent_counter(&stack, "infergate_agent_replica_prefix_records_total").await;
     assert!(passed_on.is_some_and(|n| n >= 8.0), "records passed on: {passed_on:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_counts_the_other_replicas_requests_in_flight() {
-    let stack = Stack::start(three_replicas(6)).await;
+/// The pods report idle whatever they run and take 3 s per request: only the gateways'
+/// own counts tell the busy pods from the free one. Replica 1 occupies five of the six
+/// pods; `after` that, replicas 2 and 3 each send one request, which must both go to
+/// the free pod.
+async fn the_others_find_the_free_pod(stack: &Stack, after: Duration) {
     let pods = stack.fleet.pods.clone();
-    // The pods report idle whatever they run, and take 3 s per request: only the
-    // gateways' own counts tell the busy pods from the free one.
-    idle_but_slow(&stack, 3_000).await;
+    idle_but_slow(stack, 3_000).await;
     let gateways = stack.gateway_urls();
-    // Replica 1 occupies five of the six pods; 400 ms later, when its counts have
-    // reached the others with the next pushes, replicas 2 and 3 each send one request.
-    let busy = futures::future::join_all((0..5).map(|i| send(&stack, &gateways[0], format!("busy {i}"))));
+    let busy = futures::future::join_all((0..5).map(|i| send(stack, &gateways[0], format!("busy {i}"))));
     let checks = async {
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        tokio::join!(send(&stack, &gateways[1], "second".into()), send(&stack, &gateways[2], "third".into()))
+        tokio::time::sleep(after).await;
+        tokio::join!(send(stack, &gateways[1], "second".into()), send(stack, &gateways[2], "third".into()))
     };
     let (busy, (second, third)) = tokio::join!(busy, checks);
     let mut busy_pods: Vec<String> = busy.iter().filter_map(|r| r.served_by().map(String::from)).collect();
@@ -106,7 +106,8 @@ async fn a_replica_counts_the_other_replicas_requests_in_flight() {
     let free: Vec<String> = pods.iter().map(ToString::to_string).filter(|p| !busy_pods.contains(p)).collect();
     for reply in [&second, &third] {
         assert_eq!(reply.status, 200, "{}", reply.body);
-        // By chance, without replica 1's counts, each would find the free pod one time in six.
+        // Without replica 1's counts each would keep to its own share of the six pods,
+        // which holds the free one for at most one of them.
         assert_eq!(
             reply.served_by().map(String::from),
             free.first().cloned(),
@@ -114,6 +115,13 @@ async fn a_replica_counts_the_other_replicas_requests_in_flight() {
             reply.header("x-infergate-decision")
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_counts_the_other_replicas_requests_in_flight() {
+    // 400 ms: replica 1's counts have reached the others with the snapshots.
+    let stack = Stack::start(three_replicas(6)).await;
+    the_others_find_the_free_pod(&stack, Duration::from_millis(400)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,4 +160,19 @@ async fn requests_arriving_together_at_different_replicas_start_on_different_pod
         // Let the requests finish and every replica's count of them clear.
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_sees_the_others_requests_within_milliseconds_not_a_scrape() {
+    // As above, but scraped once a second and checked 150 ms later: the snapshots cannot
+    // have carried replica 1's counts yet (their digests reach the others one to two
+    // scrapes later); the load pushes between snapshots, every 5 ms, have.
+    let stack = Stack::start(StackSpec { scrape_interval_ms: 1_000, ..three_replicas(6) }).await;
+    // A snapshot with the pins first.
+    idle_but_slow(&stack, 3_000).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    the_others_find_the_free_pod(&stack, Duration::from_millis(150)).await;
+    let pushes = agent_counter(&stack, "infergate_agent_load_pushes_total").await;
+    // About 200 a second per replica for the test's few seconds.
+    assert!(pushes.is_some_and(|n| n >= 300.0), "load pushes answered: {pushes:?}");
 }

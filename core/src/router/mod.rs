@@ -19,10 +19,11 @@ use crate::api_error::ApiError;
 use crate::config::{AdmissionSettings, Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{AdapterLoad, PrefixIndex, PrefixRecord, prompt_block_hashes};
+use crate::replicas::PeerLoad;
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    Candidate, OtherShares, RequestShape, keep_conversation, keep_with_owner, over_threshold, prefer_own_share,
-    rank_top, ttft_totals, weighted_totals,
+    Candidate, OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, RequestShape, keep_conversation,
+    keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals, weighted_totals,
 };
 use crate::snapshot::Snapshot;
 use adapter_drain::AdapterDrain;
@@ -33,13 +34,21 @@ pub use decision::{Decision, DecisionBasis, PodReport, Routing};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 use tables::PodTables;
 
+/// The load exchange's pushes come every few milliseconds; with none for this long
+/// (the agent or its exchange stopped, or an older agent), a replica routes on the
+/// snapshot's view of the others again.
+pub const PEER_LOAD_MAX_AGE_MS: u64 = 200;
+
 pub struct Router {
     config: RoutingConfig,
     snapshot: Option<Snapshot>,
     /// In-flight counts when the snapshot was adopted (its scrape already saw those).
     baseline: HashMap<Endpoint, u32>,
-    /// The other gateway replicas' load per pod, from the snapshot.
+    /// The other gateway replicas' load per pod, from the snapshot or, newer, from the
+    /// agent's load exchange.
     peer_load: HashMap<Endpoint, PodLoad>,
+    /// When the load exchange last brought `peer_load`, if ever.
+    peer_load_pushed_at_ms: Option<u64>,
     /// Gateway replicas, this one included, from the snapshot.
     replicas: u32,
     /// The pods dealt to the other replicas, from the snapshot and this replica's
@@ -69,6 +78,7 @@ impl Router {
             snapshot: None,
             baseline: HashMap::new(),
             peer_load: HashMap::new(),
+            peer_load_pushed_at_ms: None,
             replicas: 1,
             others_shares: OtherShares::default(),
             adapter_drain: AdapterDrain::default(),
@@ -94,6 +104,24 @@ impl Router {
         &self.prefix
     }
 
+    /// The other replicas' load, pushed by the agent's load exchange at `pushed_at_ms`
+    /// (between snapshots, every few milliseconds). While the last push is at most
+    /// [`PEER_LOAD_MAX_AGE_MS`] old, the others' requests since the snapshot are
+    /// counted as they are, not guessed from this replica's (`candidates::fresh_load`),
+    /// and no replica keeps a share of the pods: each sees the others' sends within
+    /// milliseconds, as one gateway's workers see each other's. Without pushes (an
+    /// agent older than the exchange, or one that stopped), the snapshot's load, the
+    /// guess and the shares come back.
+    pub fn adopt_peer_load(&mut self, load: &[PeerLoad], pushed_at_ms: u64) {
+        self.peer_load = load.iter().map(|p| (p.pod, p.load())).collect();
+        self.peer_load_pushed_at_ms = Some(pushed_at_ms);
+    }
+
+    /// Whether the load exchange's last push is recent enough to count on.
+    fn peer_load_pushed(&self, now_ms: u64) -> bool {
+        self.peer_load_pushed_at_ms.is_some_and(|at| now_ms.saturating_sub(at) <= PEER_LOAD_MAX_AGE_MS)
+    }
+
     /// Adopts a validated snapshot: its config becomes active, each pod's current
     /// in-flight count (this replica's and the others') becomes the baseline that its
     /// scrape already reflects, and pods that left are forgotten by the prefix index.
@@ -103,7 +131,9 @@ impl Router {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         let peers = std::mem::take(&mut snapshot.peers);
-        self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
+        if self.peer_load_pushed_at_ms.is_none_or(|at| at < snapshot.created_at_ms) {
+            self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
+        }
         self.replicas = peers.replicas.max(1);
         self.others_shares = OtherShares::deal(&snapshot.pools, peers.place());
         self.adapter_drain = AdapterDrain::plan(&snapshot.pools, &snapshot.routing.models);
@@ -195,13 +225,15 @@ impl Router {
             settings.prefix.max_blocks,
         );
         self.adapter_loads.expire(now_ms);
+        let pushed = self.peer_load_pushed(now_ms);
         let tables = &mut self.tables;
         let inputs = candidates::Inputs {
             pool,
             snapshot: self.snapshot.as_ref(),
             ledger: &*ledger,
             peer_load: &self.peer_load,
-            replicas: f64::from(self.replicas),
+            // With the others' load pushed, their sends are in `peer_load`, not guessed.
+            replicas: if pushed { 1.0 } else { f64::from(self.replicas) },
             pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
             prefix: &self.prefix,
@@ -243,8 +275,10 @@ impl Router {
                 ttft_totals(candidates, &shape, &settings.cost, profile, &mut tables.breakdowns, &mut tables.totals);
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
                 keep_conversation(candidates, &tables.breakdowns, &shape, &mut tables.totals);
+                // With the others' load pushed, only a push interval is blind, not a scrape.
+                let price = if pushed { OTHER_SHARE_PREFILLS_PUSHED } else { OTHER_SHARE_PREFILLS };
                 let others = (&self.others_shares, pool.name.as_str());
-                prefer_own_share(candidates, &tables.breakdowns, &shape, others, &mut tables.totals);
+                prefer_own_share(candidates, &tables.breakdowns, &shape, others, (price, &mut tables.totals));
             }
             ScoringMode::Weighted => weighted_totals(
                 candidates,

@@ -691,6 +691,78 @@ fn replicas_given_the_same_snapshot_start_simultaneous_requests_on_different_pod
     }
 }
 
+#[test]
+fn pushed_peer_load_counts_the_others_sends_as_they_are() {
+    // Pod 1 idle, pod 2 with two queued, three replicas. Without the load exchange a
+    // replica's own send to pod 1 stands for three (the guess of the test above) and its
+    // next request goes to pod 2. With the others' load pushed and showing nothing on
+    // pod 1, the guess is gone: the next goes to pod 1 again. Once the push shows two
+    // other requests sent to pod 1 since the snapshot, pod 2 is cheaper.
+    let pushed_second = |peer_on_1: u32| {
+        let mut snap = snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 2.0, 0.1, 1_000)]);
+        snap.peers.replicas = 3;
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snap, &ledger);
+        router.adopt_peer_load(&[], 1_005);
+        let first = router.route(&request("base"), 1_010, &mut ledger).unwrap().endpoints[0];
+        let load = [crate::replicas::PeerLoad { pod: ep(1), in_flight: peer_on_1, pending_prefill_tokens: 0 }];
+        router.adopt_peer_load(&load, 1_012);
+        let second = router.route(&request("base"), 1_015, &mut ledger).unwrap().endpoints[0];
+        (first, second)
+    };
+    assert_eq!(pushed_second(0), (ep(1), ep(1)));
+    assert_eq!(pushed_second(2), (ep(1), ep(2)));
+}
+
+#[test]
+fn a_fresh_load_push_halves_the_price_of_the_other_replicas_shares() {
+    // Two pods, two replicas: this replica's own pod has `waiting` queued, the other's
+    // is idle. Idle, it keeps to its own pod whether the others' load is pushed or not
+    // (requests arriving together still start apart); some queues are worth crossing
+    // to the other share only while the push is fresh, and none the other way round.
+    // PEER_LOAD_MAX_AGE_MS after the last push, the full price is back.
+    let prompt = "a long question about the fleet ".repeat(120);
+    let stays_home = |waiting: f64, pushed_at_ms: u64| {
+        let mut snap = snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)]);
+        snap.peers.replicas = 2;
+        snap.peers.index = Some(0);
+        let shares = crate::scoring::OtherShares::deal(&snap.pools, snap.peers.place());
+        let home = if shares.contains("a", ep(1)) { 1 } else { 0 };
+        if let Some(own) = snap.pools[0].pods.get_mut(home) {
+            *own = pod(own.address.socket_addr().port(), waiting, 0.1, 1_000);
+        }
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snap, &ledger);
+        router.adopt_peer_load(&[], pushed_at_ms);
+        let chosen = router.route(&chat("base", &prompt), 1_010, &mut ledger).unwrap().endpoints[0];
+        !shares.contains("a", chosen)
+    };
+    let (fresh, stale) = (1_005, 1_009 - PEER_LOAD_MAX_AGE_MS);
+    assert!(stays_home(0.0, fresh) && stays_home(0.0, stale));
+    let queues: Vec<f64> = (1..60).map(f64::from).collect();
+    assert!(queues.iter().all(|&w| !stays_home(w, fresh) || stays_home(w, stale)));
+    assert!(queues.iter().any(|&w| !stays_home(w, fresh) && stays_home(w, stale)), "no queue priced differently");
+}
+
+#[test]
+fn a_snapshot_older_than_the_last_load_push_keeps_the_pushed_load() {
+    let mut snap = snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)]);
+    snap.peers.replicas = 2;
+    snap.peers.load = vec![crate::replicas::PeerLoad { pod: ep(1), in_flight: 9, pending_prefill_tokens: 0 }];
+    let mut router = Router::new(config(), 1);
+    let mut ledger = LocalLedger::default();
+    router.adopt_peer_load(&[crate::replicas::PeerLoad { pod: ep(2), in_flight: 3, pending_prefill_tokens: 0 }], 1_020);
+    router.apply_snapshot(snap.clone(), &ledger);
+    let d = router.route(&request("base"), 1_025, &mut ledger).unwrap();
+    assert_eq!(d.endpoints[0], ep(1), "the snapshot's older view of the peers replaced the push's");
+    snap.created_at_ms = 1_030;
+    router.apply_snapshot(snap, &ledger);
+    let d = router.route(&request("base"), 1_035, &mut ledger).unwrap();
+    assert_eq!(d.endpoints[0], ep(2), "a newer snapshot's view of the peers was not taken");
+}
+
 /// Two pods with two LoRA slots, one free on each ("b" runs on pod 1, "d" on pod 2);
 /// pod 1 has the shorter queue. "lora" asks for adapter "sql", "lora-chat" for "chat".
 fn one_free_slot_each() -> Snapshot {

@@ -25,7 +25,9 @@ pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
 pub use prefix_affinity::keep_with_owner;
 pub use rank::rank_top;
-pub use replica_share::{OtherShares, ReplicaPlace, prefer_own_share};
+pub use replica_share::{
+    OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, ReplicaPlace, prefer_own_share,
+};
 
 /// A pod's LoRA state for the requested adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

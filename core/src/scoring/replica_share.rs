@@ -43,6 +43,13 @@ use crate::snapshot::PoolState;
 
 /// What a request pays on a pod of another replica's share, in its own prefills there.
 pub const OTHER_SHARE_PREFILLS: f64 = 1.0;
+/// The same while the agent pushes the other replicas' load between snapshots: only
+/// the last push interval (5 ms by default) is blind, so the price mostly keeps
+/// requests arriving at the same moment apart. In the discrete-event model of three
+/// replicas (shared-prefix, 12 request sets, pushes every 5 ms) TTFT p90 was 485 ms
+/// with no price, 461 ms at half a prefill, 466-478 ms at 0.2-0.3 and 505 ms at a
+/// whole one (`bench/examples/des_replicas.rs`); one gateway, 436 ms.
+pub const OTHER_SHARE_PREFILLS_PUSHED: f64 = 0.5;
 
 /// A replica's place among the gateway replicas, as the agent tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,14 +100,15 @@ impl OtherShares {
 }
 
 /// Lowers, in `totals` (negated costs, higher is better), the candidates of `pool`
-/// dealt to other replicas by [`OTHER_SHARE_PREFILLS`] times their `breakdowns`'
-/// prefill; the owners of a real prefix match of `shape` are left as they are.
+/// dealt to other replicas by `prefills` ([`OTHER_SHARE_PREFILLS`] or
+/// [`OTHER_SHARE_PREFILLS_PUSHED`]) times their `breakdowns`' prefill; the owners of a
+/// real prefix match of `shape` are left as they are.
 pub fn prefer_own_share(
     candidates: &[Candidate],
     breakdowns: &[TtftBreakdown],
     shape: &RequestShape,
     (others, pool): (&OtherShares, &str),
-    totals: &mut [f64],
+    (prefills, totals): (f64, &mut [f64]),
 ) {
     if others.0.is_empty() {
         return;
@@ -109,7 +117,7 @@ pub fn prefer_own_share(
     for ((c, breakdown), total) in candidates.iter().zip(breakdowns).zip(totals.iter_mut()) {
         let owner = real_owner && is_prefix_owner(c.matched_blocks, shape.best_matched_blocks);
         if !owner && others.contains(pool, c.endpoint) {
-            *total -= OTHER_SHARE_PREFILLS * breakdown.prefill_ms;
+            *total -= prefills * breakdown.prefill_ms;
         }
     }
 }
@@ -266,7 +274,13 @@ mod tests {
         for index in 0..2 {
             let mut totals = vec![-120.0, -330.0];
             let others = OtherShares::deal(&pools, place(2, index));
-            prefer_own_share(&candidates, &breakdowns, &shape(375), (&others, "fleet"), &mut totals);
+            prefer_own_share(
+                &candidates,
+                &breakdowns,
+                &shape(375),
+                (&others, "fleet"),
+                (OTHER_SHARE_PREFILLS, &mut totals),
+            );
             assert_eq!(totals.first(), Some(&-120.0), "replica {index}");
             penalised.push(totals.get(1) == Some(&-660.0));
         }
@@ -288,7 +302,13 @@ mod tests {
             .map(|index| {
                 let mut totals = vec![-330.0; 2];
                 let others = OtherShares::deal(&pools, place(2, index));
-                prefer_own_share(&candidates, &breakdowns, &shape(8), (&others, "fleet"), &mut totals);
+                prefer_own_share(
+                    &candidates,
+                    &breakdowns,
+                    &shape(8),
+                    (&others, "fleet"),
+                    (OTHER_SHARE_PREFILLS, &mut totals),
+                );
                 totals.iter().filter(|t| **t < -330.0).count()
             })
             .sum();
@@ -303,7 +323,7 @@ mod tests {
         let own = owner_of_first(&candidates);
         let others = OtherShares::deal(&pool(&candidates, |_| true), place(2, own));
         let mut totals = vec![-900.0, -300.0];
-        prefer_own_share(&candidates, &breakdowns, &shape(0), (&others, "fleet"), &mut totals);
+        prefer_own_share(&candidates, &breakdowns, &shape(0), (&others, "fleet"), (OTHER_SHARE_PREFILLS, &mut totals));
         assert_eq!(totals, vec![-900.0, -600.0]);
     }
 }

@@ -5,8 +5,10 @@
 //!
 //! When the agent pushes to several gateway replicas, an accepted snapshot is answered
 //! with this replica's digest (`outbox`), which the agent passes on to the others; with
-//! one replica the answer stays an empty 204.
+//! one replica the answer stays an empty 204. Between snapshots the agent pushes the
+//! other replicas' load (`POST /v1/load`, `load`), answered with this replica's.
 
+mod load;
 mod outbox;
 
 use std::cell::Cell;
@@ -17,7 +19,7 @@ use infergate_core::filter_config::ControlRole;
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use infergate_core::wire::header::REPLICAS as REPLICAS_HEADER;
-use infergate_core::wire::path::{SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
+use infergate_core::wire::path::{LOAD as LOAD_PATH, SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
 use infergate_core::wire::queue::SNAPSHOTS;
 use infergate_core::wire::shared_data::SEQUENCE;
 
@@ -30,6 +32,8 @@ use crate::shared::summaries::{self, StoreError};
 /// The control listener's metrics.
 struct ControlMetrics {
     accepted: Metric,
+    /// Load pushes admitted (the load exchange between snapshots).
+    load_pushes: Metric,
     unauthorized: Metric,
     invalid: Metric,
 }
@@ -38,6 +42,7 @@ impl ControlMetrics {
     fn define(host: &Rc<dyn Host>) -> Self {
         Self {
             accepted: Metric::counter(host, "infergate.control.accepted"),
+            load_pushes: Metric::counter(host, "infergate.control.load_pushes"),
             unauthorized: Metric::counter(host, "infergate.control.unauthorized"),
             invalid: Metric::counter(host, "infergate.control.invalid"),
         }
@@ -94,6 +99,7 @@ impl ControlShared {
 #[derive(Clone, Copy)]
 enum Push {
     Snapshot,
+    Load,
     Summary,
 }
 
@@ -140,7 +146,23 @@ impl ControlHttp {
     fn admit_push(&self, body: &[u8]) -> Flow {
         match self.push {
             Push::Snapshot => self.admit(body),
+            Push::Load => self.admit_load(body),
             Push::Summary => self.admit_summary(body),
+        }
+    }
+
+    fn admit_load(&self, body: &[u8]) -> Flow {
+        match load::admit(self.host(), body) {
+            Ok(own) => {
+                self.shared.metrics.load_pushes.increment();
+                self.host().reply(200, &[("content-type", "application/msgpack")], &own.encode());
+                Flow::Pause
+            }
+            Err(err) => {
+                self.shared.metrics.invalid.increment();
+                log::warn!("infergate control: refused a load push: {err}");
+                self.answer(400, &err)
+            }
         }
     }
 
@@ -184,6 +206,7 @@ impl ControlHttp {
             self.host().reply(204, &[], b"");
             return Flow::Pause;
         }
+        load::remember_pods(self.host(), &snapshot);
         // A worker reads only the newest snapshot when it next routes, skipping any
         // published in between: the records go to every worker's queue instead.
         if !snapshot.peers.records.is_empty() {
@@ -221,11 +244,15 @@ impl StreamEvents for ControlHttp {
         let path = self.host().request_header_text(":path").unwrap_or_default();
         self.push = match path.as_str() {
             SNAPSHOT_PATH => Push::Snapshot,
+            LOAD_PATH => Push::Load,
             SUMMARY_PATH => Push::Summary,
-            _ => return self.answer(404, "the control listener serves only POST /v1/snapshot and POST /v1/summary"),
+            _ => {
+                return self
+                    .answer(404, "the control listener serves only POST /v1/snapshot, /v1/load and /v1/summary");
+            }
         };
         if self.host().request_header_text(":method").as_deref() != Some("POST") {
-            return self.answer(405, "POST a MessagePack snapshot or summary");
+            return self.answer(405, "POST a MessagePack snapshot, load or summary");
         }
         if !bearer_token_matches(self.host().request_header_text("authorization").as_deref(), &self.shared.token) {
             self.shared.metrics.unauthorized.increment();

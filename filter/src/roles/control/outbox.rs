@@ -3,14 +3,12 @@
 //! for the agent to pass on to the other replicas (`infergate_core::replicas`).
 
 use infergate_core::prefix::{MAX_RECORD_HASHES, PrefixRecord};
-use infergate_core::replicas::{PeerLoad, ReplicaDigest};
-use infergate_core::router::LoadLedger;
+use infergate_core::replicas::ReplicaDigest;
 use infergate_core::snapshot::Snapshot;
 use infergate_core::wire::queue::OUTBOX;
 use infergate_core::wire::shared_data::OUTBOX_DRAINED_AT;
 
 use crate::host::Host;
-use crate::roles::router::ledger::SharedLedger;
 use crate::roles::router::peers::ensure_listed;
 
 /// Registers the outbox (idempotent: every worker's control context may) and lists it
@@ -40,19 +38,8 @@ pub fn digest(host: &dyn Host, outbox: Option<u32>, snapshot: &Snapshot) -> Repl
     if let Err(status) = host.set_shared_data(OUTBOX_DRAINED_AT, &host.now_unix_ms().to_le_bytes(), None) {
         log::warn!("infergate control: cannot mark the outbox drained: {status:?}");
     }
-    let ledger = SharedLedger(host);
-    let load = snapshot
-        .pools
-        .iter()
-        .flat_map(|pool| &pool.pods)
-        .map(|pod| (pod.address, ledger.load(pod.address)))
-        .filter(|(_, load)| load.in_flight > 0 || load.pending_prefill_tokens > 0)
-        .map(|(pod, load)| PeerLoad {
-            pod,
-            in_flight: load.in_flight,
-            pending_prefill_tokens: load.pending_prefill_tokens,
-        })
-        .collect();
+    let pods = snapshot.pools.iter().flat_map(|pool| &pool.pods).map(|pod| pod.address);
+    let load = super::load::own_load(host, pods);
     ReplicaDigest { records, load, replicas: 0, index: None }
 }
 

@@ -258,3 +258,53 @@ fn the_digest_passes_on_prefix_records_without_adapter_loads() {
     assert!(digest.records.iter().all(|r| r.adapter_load.is_none() && !r.hashes.is_empty()));
     lora_request.end();
 }
+
+fn push_load(gateway: &Gateway, body: &[u8]) -> Reply {
+    let stream = push(&gateway.control, path::LOAD, body);
+    gateway.envoy.deliver();
+    stream.reply().cloned().unwrap_or_else(|| panic!("no reply to a load push"))
+}
+
+#[test]
+fn a_load_push_reaches_every_router_worker_and_is_answered_with_this_replicas_load() {
+    use infergate_core::replicas::ReplicaLoad;
+    let gateway = Gateway::new(2, false);
+    let body = snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()]);
+    let pods: Vec<_> = infergate_core::snapshot::Snapshot::decode(&body)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .pools
+        .iter()
+        .flat_map(|p| p.pods.iter().map(|pod| pod.address))
+        .collect();
+    assert_eq!(push_body_to_replicas(&gateway, "2", &body).status, 200);
+    gateway.route(1, "join").0.end();
+    let (mut held, chosen) = gateway.route(0, "the first request, still running");
+    let chosen = pod(&chosen.unwrap_or_default());
+
+    // The other replica has five requests on every other pod.
+    let others = pods.iter().filter(|&&p| p != chosen);
+    let load = others.map(|&pod| PeerLoad { pod, in_flight: 5, pending_prefill_tokens: 0 }).collect();
+    let reply = push_load(&gateway, &ReplicaLoad { load }.encode());
+    assert_eq!((reply.status, reply.header("content-type")), (200, Some("application/msgpack")));
+    let own = ReplicaLoad::decode(&reply.body).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(own.load.iter().map(|l| (l.pod, l.in_flight)).collect::<Vec<_>>(), [(chosen, 1)]);
+    assert_eq!(gateway.envoy.stat("infergate.control.load_pushes"), 1);
+
+    // Alone, worker 1 would start the next request on an idle pod; with the others'
+    // load it finds the pod with one request the least busy.
+    let (_, next) = gateway.route(1, "the next request");
+    assert_eq!(next.map(|p| pod(&p)), Some(chosen));
+    held.end();
+}
+
+#[test]
+fn a_garbage_load_push_is_refused_and_stores_nothing() {
+    let gateway = Gateway::new(1, false);
+    let reply = push_load(&gateway, b"\x93garbage");
+    assert_eq!(reply.status, 400);
+    let message = reply.json()["error"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("replica load is not valid MessagePack"), "{message}");
+    assert_eq!(gateway.envoy.shared_value(shared_data::PEER_LOAD), None);
+    assert_eq!(gateway.envoy.stat("infergate.control.invalid"), 1);
+    assert!(take_logs().iter().any(|l| l.contains("refused a load push")));
+}

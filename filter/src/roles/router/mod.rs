@@ -22,7 +22,7 @@ use crate::host::Host;
 use crate::host::events::{RootEvents, StreamEvents};
 use crate::roles::front::FrontStream;
 use crate::roles::front::intake::reply_error;
-use crate::shared::generation;
+use crate::shared::{generation, peer_load};
 use flow::FlowGate;
 use ledger::SharedLedger;
 use metrics::{FlowMetrics, PoolMetrics, RouterMetrics};
@@ -34,6 +34,8 @@ pub struct RouterShared {
     router: RefCell<Router>,
     /// The snapshot generation this worker last decoded.
     generation: Cell<u64>,
+    /// The sequence of the other replicas' pushed load this worker last adopted.
+    peer_load_sequence: Cell<u64>,
     max_body_bytes: u64,
     early_decision: bool,
     explain: bool,
@@ -60,6 +62,7 @@ impl RouterShared {
         Self {
             router: RefCell::new(Router::new(role.routing, random_u64(&*host))),
             generation: Cell::new(0),
+            peer_load_sequence: Cell::new(0),
             max_body_bytes: role.max_body_bytes,
             early_decision: role.early_decision,
             explain: role.explain,
@@ -83,7 +86,9 @@ impl RouterShared {
     }
 
     /// Reads the small generation key; decodes the snapshot only when it changed, so
-    /// the big value is copied once per generation per worker, not per request.
+    /// the big value is copied once per generation per worker, not per request. Then
+    /// adopts the other replicas' load if the agent pushed it since (a few hundred
+    /// bytes, read per request).
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
         let published = generation::read(&*self.host, GENERATION);
         if published != self.generation.get() {
@@ -104,6 +109,11 @@ impl RouterShared {
         }
         if let Some(snapshot) = router.snapshot() {
             self.metrics.snapshot_age_ms.set(now_ms.saturating_sub(snapshot.created_at_ms));
+        }
+        // After the snapshot: a push newer than it replaces its view of the others.
+        if let Some(pushed) = peer_load::read_unless(&*self.host, self.peer_load_sequence.get()) {
+            self.peer_load_sequence.set(pushed.sequence);
+            router.adopt_peer_load(&pushed.load, pushed.pushed_at_ms);
         }
     }
 
