@@ -22,6 +22,8 @@ fn main() -> Result<(), String> {
     let most: usize = args.next().map_or(Ok(3), |s| s.parse()).map_err(|e| format!("REPLICAS: {e}"))?;
     let scrape_ms: u64 =
         args.next().map_or(Ok(e2e::SCRAPE_INTERVAL_MS), |s| s.parse()).map_err(|e| format!("SCRAPE_MS: {e}"))?;
+    let load_ms: f64 =
+        args.next().map_or(Ok(e2e::LOAD_EXCHANGE_MS as f64), |s| s.parse()).map_err(|e| format!("LOAD_MS: {e}"))?;
     let exchange = match args.next().as_deref() {
         None | Some("agent") => Exchange::Agent,
         Some("no-shares") => Exchange::AgentWithoutShares,
@@ -46,7 +48,8 @@ fn main() -> Result<(), String> {
         let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
         let mut cells = Vec::new();
         for (replicas, (all, pooled_follow_ups)) in (1..=most).zip(pooled.iter_mut()) {
-            let mut policy = InfergateReplicas::exchanging(&fleet, 42, replicas, exchange);
+            let mut policy = InfergateReplicas::exchanging(&fleet, 42, replicas, exchange)
+                .with_load_exchange(Some(load_ms / 1000.0));
             let (outcomes, _) = des::run_outcomes_scraped_every(&scenario, &mut policy, scrape_ms as f64 / 1000.0);
             let (kept, sent) = follow_ups(&scenario.requests, &outcomes);
             cells.push(format!("{} ({})", p90_p99(&outcomes), share((kept, sent))));

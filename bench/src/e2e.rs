@@ -39,6 +39,10 @@ pub const ENVOY_WORKERS: u32 = 2;
 /// time scale).
 pub const SCRAPE_INTERVAL_MS: u64 = 50;
 
+/// How often part 2's agent pushes each replica the others' load between snapshots
+/// (the agent's default), real milliseconds; divided by the time scale as above.
+pub const LOAD_EXCHANGE_MS: u64 = 5;
+
 /// A request that never answers within this (real) time counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 

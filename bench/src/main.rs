@@ -230,11 +230,17 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
             for &(name, policy, replicas) in &runs {
                 bar.set_message(format!("{} {name} ×{replicas}, request set {set}", workload.name()));
                 let workers = e2e::ENVOY_WORKERS as usize;
-                let mut des_policy =
-                    policies::build_behind_replicas(name, scenario.pods, args.seed, &fleet, (workers, replicas))
-                        .ok_or("unknown policy")?;
-                // The agent scrapes in real time; the pods' times are stretched.
+                // The agent scrapes and pushes in real time; the pods' times are stretched.
                 let scrape_interval_s = e2e::SCRAPE_INTERVAL_MS as f64 / 1000.0 / args.e2e_time_scale;
+                let load_exchange_s = e2e::LOAD_EXCHANGE_MS as f64 / 1000.0 / args.e2e_time_scale;
+                let mut des_policy = policies::build_behind_replicas(
+                    name,
+                    scenario.pods,
+                    args.seed,
+                    &fleet,
+                    (workers, replicas, load_exchange_s),
+                )
+                .ok_or("unknown policy")?;
                 let predicted = des::run_scraped_every(&scenario, des_policy.as_mut(), scrape_interval_s);
                 let measured =
                     runtime.block_on(e2e::run(std::sync::Arc::clone(&scenario), policy, args.e2e_time_scale, replicas));

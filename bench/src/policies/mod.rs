@@ -118,16 +118,19 @@ pub fn build_behind_envoy(
 
 /// Builds a policy by name as part 2 runs it: behind Envoy with `workers` worker
 /// threads ([`build_behind_envoy`]), and infergate behind `replicas` gateway replicas
-/// ([`InfergateReplicas`]).
+/// ([`InfergateReplicas`]) whose agent pushes loads every `load_exchange_s`.
 pub fn build_behind_replicas(
     name: &str,
     pods: usize,
     seed: u64,
     fleet: &crate::fleet::FleetConfig,
-    (workers, replicas): (usize, usize),
+    (workers, replicas, load_exchange_s): (usize, usize, f64),
 ) -> Option<Box<dyn Policy>> {
     match name {
-        "infergate" if replicas > 1 => Some(Box::new(InfergateReplicas::new(fleet, seed, replicas))),
+        "infergate" if replicas > 1 => {
+            let policy = InfergateReplicas::new(fleet, seed, replicas).with_load_exchange(Some(load_exchange_s));
+            Some(Box::new(policy))
+        }
         _ => build_behind_envoy(name, pods, seed, fleet, workers),
     }
 }
