@@ -1,12 +1,12 @@
 //! infergate behind 1, 2, … gateway replicas in virtual time, over several request
 //! sets of a part-2 workload: what part 2's replica runs predict, without the noise of
 //! runs through Envoy. Each replica is its own router; they exchange prefix claims and
-//! loads at each scrape, as the agent's pushes do (`policies::InfergateReplicas`).
-//! A shorter scrape interval shortens the exchange's lag with it.
+//! loads at each scrape, as the agent's snapshot pushes do, and loads alone every
+//! LOAD_MS between scrapes, as its load pushes do (`policies::InfergateReplicas`).
 //!
 //! `cargo run --release -p infergate-bench --example des_replicas -- [WORKLOAD] [SETS]
-//! [REPLICAS] [SCRAPE_MS] [EXCHANGE]` (defaults: shared-prefix, 12, 3, part 2's 50 ms,
-//! `agent`). EXCHANGE is `agent` (as the product does), `no-shares` (the same exchange,
+//! [REPLICAS] [SCRAPE_MS] [LOAD_MS] [EXCHANGE]` (defaults: shared-prefix, 12, 3, part
+//! 2's 50 ms and 5 ms, `agent`; LOAD_MS 0: snapshots only). EXCHANGE is `agent` (as the product does), `no-shares` (the same exchange,
 //! no replica told its place) or `one-ledger` (every replica sees the others' requests
 //! at once: the bound no exchange reaches). Set 0 is the one part 2 runs with seed 42.
 
