@@ -131,7 +131,9 @@ impl Router {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         let peers = std::mem::take(&mut snapshot.peers);
-        if self.peer_load_pushed_at_ms.is_none_or(|at| at < snapshot.created_at_ms) {
+        // The snapshot's view of the others is their answers to the agent's previous
+        // round: while load pushes come, the last one is newer.
+        if !self.peer_load_pushed(snapshot.created_at_ms) {
             self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         }
         self.replicas = peers.replicas.max(1);

@@ -747,20 +747,24 @@ fn a_fresh_load_push_halves_the_price_of_the_other_replicas_shares() {
 }
 
 #[test]
-fn a_snapshot_older_than_the_last_load_push_keeps_the_pushed_load() {
+fn while_load_pushes_are_fresh_a_snapshot_keeps_the_pushed_view_of_the_others() {
+    // A snapshot's view of the others is their answers to the agent's previous round,
+    // a scrape interval older than the snapshot: while pushes come, theirs is newer.
     let mut snap = snapshot("a", vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)]);
     snap.peers.replicas = 2;
     snap.peers.load = vec![crate::replicas::PeerLoad { pod: ep(1), in_flight: 9, pending_prefill_tokens: 0 }];
     let mut router = Router::new(config(), 1);
     let mut ledger = LocalLedger::default();
-    router.adopt_peer_load(&[crate::replicas::PeerLoad { pod: ep(2), in_flight: 3, pending_prefill_tokens: 0 }], 1_020);
+    router.adopt_peer_load(&[crate::replicas::PeerLoad { pod: ep(2), in_flight: 3, pending_prefill_tokens: 0 }], 990);
+    snap.created_at_ms = 1_000;
     router.apply_snapshot(snap.clone(), &ledger);
-    let d = router.route(&request("base"), 1_025, &mut ledger).unwrap();
-    assert_eq!(d.endpoints[0], ep(1), "the snapshot's older view of the peers replaced the push's");
-    snap.created_at_ms = 1_030;
+    let d = router.route(&request("base"), 1_005, &mut ledger).unwrap();
+    assert_eq!(d.endpoints[0], ep(1), "the snapshot's view of the peers replaced a fresh push's");
+    // The pushes stopped: the next snapshot's view is the newest there is.
+    snap.created_at_ms = 990 + PEER_LOAD_MAX_AGE_MS + 1;
     router.apply_snapshot(snap, &ledger);
-    let d = router.route(&request("base"), 1_035, &mut ledger).unwrap();
-    assert_eq!(d.endpoints[0], ep(2), "a newer snapshot's view of the peers was not taken");
+    let d = router.route(&request("base"), 1_250, &mut ledger).unwrap();
+    assert_eq!(d.endpoints[0], ep(2), "the snapshot's view of the peers was not taken after the pushes stopped");
 }
 
 /// Two pods with two LoRA slots, one free on each ("b" runs on pod 1, "d" on pod 2);
