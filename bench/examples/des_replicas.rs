@@ -13,6 +13,7 @@
 use infergate_bench::policies::{Exchange, InfergateReplicas};
 use infergate_bench::request::{Arrival, BenchRequest};
 use infergate_bench::results::{RequestOutcome, RunResult};
+use infergate_bench::workloads::TraceReplay;
 use infergate_bench::{des, e2e, fleet, suite};
 
 fn main() -> Result<(), String> {
@@ -30,7 +31,14 @@ fn main() -> Result<(), String> {
         Some("one-ledger") => Exchange::OneLedger,
         Some(other) => return Err(format!("EXCHANGE is agent, no-shares or one-ledger, not {other}")),
     };
-    let (workload, _) = suite::e2e_workloads(None)
+    let trace = (name == TraceReplay::NAME)
+        .then(|| {
+            let path = std::path::Path::new(suite::DEFAULT_TRACE);
+            TraceReplay::load(path, vec![suite::E2E_TRACE_SPEED], Some(suite::E2E_TRACE_WINDOW_S))
+        })
+        .transpose()
+        .map_err(|e| format!("{}: {e}", suite::DEFAULT_TRACE))?;
+    let (workload, _) = suite::e2e_workloads(trace)
         .into_iter()
         .find(|(w, _)| w.name() == name)
         .ok_or_else(|| format!("no part-2 workload named {name}"))?;
