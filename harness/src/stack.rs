@@ -104,6 +104,8 @@ pub struct StackSpec {
     /// Route with `infergate-epp` over Envoy's ext_proc instead of the filter; the
     /// agent pushes to the picker.
     pub ext_proc: bool,
+    /// The agent's `--load-exchange-ms`; `None`: its default.
+    pub load_exchange_ms: Option<u64>,
 }
 
 impl Default for StackSpec {
@@ -129,6 +131,7 @@ impl Default for StackSpec {
             external_pods: None,
             replicas: 1,
             ext_proc: false,
+            load_exchange_ms: None,
         }
     }
 }
@@ -150,6 +153,8 @@ pub struct Stack {
     pub more_replicas: Vec<GatewayReplica>,
     /// `infergate-epp`, with `ext_proc`.
     pub picker: Option<PickerProcess>,
+    /// The agent's `--load-exchange-ms`, if the spec set it.
+    load_exchange_ms: Option<u64>,
     dir: tempfile::TempDir,
 }
 
@@ -275,6 +280,7 @@ impl Stack {
             agent: None,
             more_replicas: Vec::new(),
             picker: None,
+            load_exchange_ms: spec.load_exchange_ms,
             dir,
         };
         stack.write_config();
@@ -426,6 +432,7 @@ impl Stack {
             .arg("--listen")
             .arg(self.agent_url.trim_start_matches("http://"))
             .args(self.replica_controls())
+            .args(self.load_exchange_ms.iter().flat_map(|ms| ["--load-exchange-ms".to_string(), ms.to_string()]))
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())

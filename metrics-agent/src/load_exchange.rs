@@ -55,7 +55,7 @@ impl LoadExchange {
                 let target = targets.get(turn).filter(|t| !paused.iter().any(|(p, _)| p == *t));
                 if let Some(target) = target {
                     let was_failing = failing.iter().any(|f| f == target);
-                    match self.push(turn, target).await {
+                    match self.push(target).await {
                         Ok(()) if was_failing => {
                             failing.retain(|f| f != target);
                             tracing::info!(%target, "load pushes recovered");
@@ -80,10 +80,16 @@ impl LoadExchange {
         self.exchange.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One push to replica `index`, whose snapshot target is `target`.
-    async fn push(&self, index: usize, target: &str) -> Result<(), String> {
+    /// One push to the replica whose snapshot target is `target`. The replicas may
+    /// change meanwhile: each side looks it up by target under one lock.
+    async fn push(&self, target: &str) -> Result<(), String> {
         let url = format!("{}{LOAD}", target.strip_suffix(SNAPSHOT).unwrap_or(target));
-        let body = ReplicaLoad { load: self.lock().load_for(index, Instant::now()) }.encode();
+        let load = {
+            let exchange = self.lock();
+            let Some(index) = exchange.targets().position(|t| t == target) else { return Ok(()) };
+            exchange.load_for(index, Instant::now())
+        };
+        let body = ReplicaLoad { load }.encode();
         let response = self
             .client
             .post(&url)
@@ -101,8 +107,8 @@ impl LoadExchange {
         }
         let own = ReplicaLoad::decode(&answer).map_err(|e| e.to_string())?;
         let mut exchange = self.lock();
-        // The replicas may have changed while the push was out: only its own slot.
-        if exchange.targets().nth(index) == Some(target) {
+        let index = exchange.targets().position(|t| t == target);
+        if let Some(index) = index {
             exchange.loaded(index, own.load, Instant::now());
         }
         self.telemetry.load_pushes.inc();

@@ -94,8 +94,9 @@ struct RunArgs {
     /// every this many milliseconds between snapshots (POST /v1/load), so that
     /// requests reaching different replicas at the same moment are not decided blind
     /// to each other. 0 leaves the loads to the snapshots alone (one to two scrape
-    /// intervals late). Each push is a few hundred bytes per busy pod.
-    #[arg(long, default_value_t = 5, value_name = "MS")]
+    /// intervals late). Each push is about 60 bytes per pod with requests in flight.
+    /// At most 100: gateways stop counting on pushes 200 ms after the last.
+    #[arg(long, default_value_t = 5, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=100))]
     load_exchange_ms: u64,
     /// Where to serve the agent's own /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:9903")]
@@ -434,7 +435,7 @@ async fn round(
         // Created at 0 on the first round, so that the series exists before a failure.
         let push_errors = telemetry.push_errors.get_or_create(&label);
         if let Some(Ok(answer)) = &attempt.result {
-            take_digest(&mut exchange, index, target, answer, now, telemetry);
+            take_digest(&mut exchange, index, target, answer, push_started, telemetry);
         }
         // A push held back by the backoff (`None`) changes nothing.
         if let Some(result) = &attempt.result {
@@ -472,7 +473,7 @@ fn take_digest(
     index: usize,
     target: &str,
     answer: &[u8],
-    now: Instant,
+    sent: Instant,
     telemetry: &Telemetry,
 ) {
     if answer.is_empty() {
@@ -482,7 +483,7 @@ fn take_digest(
         Ok(digest) => {
             telemetry.replica_records.inc_by(digest.records.len() as u64);
             let dropped = exchange.dropped();
-            exchange.incoming(index, digest, now);
+            exchange.incoming(index, digest, sent);
             if exchange.dropped() > dropped {
                 tracing::warn!(%target, dropped = exchange.dropped() - dropped, "a replica's inbox is full: its oldest prefix records were dropped");
             }

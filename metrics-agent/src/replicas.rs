@@ -96,14 +96,17 @@ impl ReplicaExchange {
         }
     }
 
-    /// Replica `index` answered its push with `digest`: its records go to every other
-    /// replica's inbox, its load replaces what it said before.
-    pub fn incoming(&mut self, index: usize, digest: ReplicaDigest, now: Instant) {
+    /// Replica `index` answered a push sent at `sent` with `digest`: its records go to
+    /// every other replica's inbox, and its load replaces what it said before, unless
+    /// a load push answered since (`Self::loaded`) said newer.
+    pub fn incoming(&mut self, index: usize, digest: ReplicaDigest, sent: Instant) {
         let ReplicaDigest { records, load, .. } = digest;
         for (i, replica) in self.replicas.iter_mut().enumerate() {
             if i == index {
-                replica.load = load.clone();
-                replica.load_at = Some(now);
+                if replica.load_at.is_none_or(|at| at <= sent) {
+                    replica.load = load.clone();
+                    replica.load_at = Some(sent);
+                }
                 continue;
             }
             for record in &records {
@@ -210,6 +213,19 @@ mod tests {
         assert_eq!(exchange.load_for(2, now), [load(1, 2)], "replaced, not added");
         assert_eq!(exchange.load_for(2, now + Duration::from_secs(2)), [], "too old to count");
         assert_eq!(exchange.targets().count(), 3);
+    }
+
+    #[test]
+    fn a_snapshot_answer_does_not_replace_a_newer_load_answer() {
+        let sent = Instant::now();
+        let mut exchange = ReplicaExchange::new(Duration::from_secs(1));
+        exchange.set_targets(&targets(2));
+        exchange.loaded(0, vec![load(1, 5)], sent + Duration::from_millis(3));
+        let digest = ReplicaDigest { load: vec![load(1, 2)], ..ReplicaDigest::default() };
+        exchange.incoming(0, digest.clone(), sent);
+        assert_eq!(exchange.load_for(1, sent + Duration::from_millis(4)), [load(1, 5)]);
+        exchange.incoming(0, digest, sent + Duration::from_millis(10));
+        assert_eq!(exchange.load_for(1, sent + Duration::from_millis(11)), [load(1, 2)]);
     }
 
     #[test]

@@ -119,8 +119,9 @@ async fn the_others_find_the_free_pod(stack: &Stack, after: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_counts_the_other_replicas_requests_in_flight() {
-    // 400 ms: replica 1's counts have reached the others with the snapshots.
-    let stack = Stack::start(three_replicas(6)).await;
+    // Without load pushes, 400 ms: replica 1's counts have reached the others with the
+    // snapshots (scraped every 50 ms).
+    let stack = Stack::start(StackSpec { load_exchange_ms: Some(0), ..three_replicas(6) }).await;
     the_others_find_the_free_pod(&stack, Duration::from_millis(400)).await;
 }
 

@@ -131,8 +131,8 @@ impl Router {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
         let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
         let peers = std::mem::take(&mut snapshot.peers);
-        // The snapshot's view of the others is their answers to the agent's previous
-        // round: while load pushes come, the last one is newer.
+        // The snapshot's view of the others is the agent's when it built it, and can be
+        // older than the last load push: while pushes come, the router keeps theirs.
         if !self.peer_load_pushed(snapshot.created_at_ms) {
             self.peer_load = peers.load.iter().map(|p| (p.pod, p.load())).collect();
         }

@@ -290,10 +290,13 @@ fn a_load_push_reaches_every_router_worker_and_is_answered_with_this_replicas_lo
     assert_eq!(own.load.iter().map(|l| (l.pod, l.in_flight)).collect::<Vec<_>>(), [(chosen, 1)]);
     assert_eq!(gateway.envoy.stat("infergate.control.load_pushes"), 1);
 
-    // Alone, worker 1 would start the next request on an idle pod; with the others'
-    // load it finds the pod with one request the least busy.
-    let (_, next) = gateway.route(1, "the next request");
-    assert_eq!(next.map(|p| pod(&p)), Some(chosen));
+    // Alone, each worker would start the next request on an idle pod; with the others'
+    // load both find the pod with one request the least busy.
+    for worker in [1, 0] {
+        let (mut next, served) = gateway.route(worker, &format!("the next request on worker {worker}"));
+        assert_eq!(served.map(|p| pod(&p)), Some(chosen), "worker {worker}");
+        next.end();
+    }
     held.end();
 }
 

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::RouterRole;
 use infergate_core::prefix::PrefixRecord;
-use infergate_core::router::Router;
+use infergate_core::router::{PEER_LOAD_MAX_AGE_MS, Router};
 use infergate_core::snapshot::Snapshot;
 use infergate_core::wire::shared_data::{GENERATION, SNAPSHOT};
 
@@ -86,10 +86,19 @@ impl RouterShared {
     }
 
     /// Reads the small generation key; decodes the snapshot only when it changed, so
-    /// the big value is copied once per generation per worker, not per request. Then
-    /// adopts the other replicas' load if the agent pushed it since (a few hundred
-    /// bytes, read per request).
+    /// the big value is copied once per generation per worker, not per request. Before
+    /// it, adopts the other replicas' load if the agent pushed it since (about 60 bytes
+    /// per busy pod, read per request).
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
+        // The push first: a snapshot adopted next counts the others as it says, and its
+        // baseline must not be built on an older view. A push too old to count on is
+        // left for the snapshot's view.
+        if let Some(pushed) = peer_load::read_unless(&*self.host, self.peer_load_sequence.get()) {
+            self.peer_load_sequence.set(pushed.sequence);
+            if now_ms.saturating_sub(pushed.pushed_at_ms) <= PEER_LOAD_MAX_AGE_MS {
+                router.adopt_peer_load(&pushed.load, pushed.pushed_at_ms);
+            }
+        }
         let published = generation::read(&*self.host, GENERATION);
         if published != self.generation.get() {
             self.generation.set(published);
@@ -109,11 +118,6 @@ impl RouterShared {
         }
         if let Some(snapshot) = router.snapshot() {
             self.metrics.snapshot_age_ms.set(now_ms.saturating_sub(snapshot.created_at_ms));
-        }
-        // After the snapshot: a push newer than it replaces its view of the others.
-        if let Some(pushed) = peer_load::read_unless(&*self.host, self.peer_load_sequence.get()) {
-            self.peer_load_sequence.set(pushed.sequence);
-            router.adopt_peer_load(&pushed.load, pushed.pushed_at_ms);
         }
     }
 
