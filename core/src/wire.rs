@@ -65,9 +65,11 @@ pub mod shared_data {
     /// The router workers' prefix queues, one name per line.
     pub const PREFIX_PEERS: &str = "infergate.prefix-peers";
     /// The other replicas' load, as the agent last pushed it between snapshots: 8 bytes
-    /// of sequence, 8 of arrival time (Unix ms), each little endian, then a MessagePack
-    /// `replicas::ReplicaLoad`. Read by the router workers per request.
+    /// of arrival time (Unix ms, little endian), then a MessagePack
+    /// `replicas::ReplicaLoad`. Read by a router worker when its generation moved.
     pub const PEER_LOAD: &str = "infergate.peer-load";
+    /// Bumped whenever a load push is stored (8 bytes, little endian), read per request.
+    pub const PEER_LOAD_GENERATION: &str = "infergate.peer-load-generation";
     /// The pods of the newest snapshot a replicated push brought, one `ip:port` per
     /// line: the control listener reports this replica's load on them.
     pub const REPLICA_PODS: &str = "infergate.replica-pods";

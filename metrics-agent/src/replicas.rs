@@ -76,7 +76,7 @@ impl ReplicaExchange {
     /// at the next push, and is told no place (so has no share) until one succeeds and
     /// it is pushed to again.
     pub fn outgoing(&mut self, index: usize, now: Instant) -> ReplicaDigest {
-        let load = self.load_except(index, now);
+        let load = self.load_for(index, now);
         let live = self.replicas.iter().filter(|r| r.has_place()).count();
         let place = self.replicas.iter().take(index).filter(|r| r.has_place()).count();
         let Some(replica) = self.replicas.get_mut(index) else { return ReplicaDigest::default() };
@@ -127,12 +127,6 @@ impl ReplicaExchange {
         self.replicas.iter().map(|r| r.target.as_str())
     }
 
-    /// What replica `index` is told by a load push between snapshots: the others'
-    /// recent load, summed per pod (as in [`Self::outgoing`]).
-    pub fn load_for(&self, index: usize, now: Instant) -> Vec<PeerLoad> {
-        self.load_except(index, now)
-    }
-
     /// Replica `index` answered a load push with its load: it replaces what it said.
     pub fn loaded(&mut self, index: usize, load: Vec<PeerLoad>, now: Instant) {
         if let Some(replica) = self.replicas.get_mut(index) {
@@ -146,8 +140,9 @@ impl ReplicaExchange {
         self.dropped
     }
 
-    /// Every other replica's recent load, summed per pod.
-    fn load_except(&self, index: usize, now: Instant) -> Vec<PeerLoad> {
+    /// Every other replica's recent load, summed per pod: what replica `index` is told
+    /// with its snapshot ([`Self::outgoing`]) and by a load push between snapshots.
+    pub fn load_for(&self, index: usize, now: Instant) -> Vec<PeerLoad> {
         let mut sums: Vec<PeerLoad> = Vec::new();
         let recent = |r: &&Replica| r.load_at.is_some_and(|at| now.saturating_duration_since(at) <= self.load_max_age);
         let others = self.replicas.iter().enumerate().filter(|(i, _)| *i != index).map(|(_, r)| r);

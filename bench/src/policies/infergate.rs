@@ -109,7 +109,7 @@ impl Infergate {
     }
 }
 
-fn ms(seconds: f64) -> u64 {
+pub(super) fn ms(seconds: f64) -> u64 {
     (seconds * 1000.0).max(0.0) as u64
 }
 

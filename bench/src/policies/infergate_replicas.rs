@@ -132,7 +132,7 @@ impl InfergateReplicas {
             let at = self.at(t);
             let load = self.agent.load_for(r, at);
             let answer = self.replicas.get_mut(r).map(|replica| {
-                replica.router.router.adopt_peer_load(&load, (t * 1000.0) as u64);
+                replica.router.router.adopt_peer_load(&load, super::infergate::ms(t));
                 replica.own_load()
             });
             if let Some(answer) = answer {

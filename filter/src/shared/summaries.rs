@@ -47,9 +47,7 @@ pub fn store(host: &dyn Host, bytes: &[u8]) -> Result<(String, u64), StoreError>
 }
 
 fn bump_generation(host: &dyn Host) {
-    let next =
-        |current: Option<&[u8]>| Ok::<_, ()>(current.map_or(0, generation::decode).wrapping_add(1).to_le_bytes());
-    if host.update_shared_data(SUMMARY_GENERATION, next).is_err() {
+    if generation::bump(host, SUMMARY_GENERATION).is_err() {
         log::warn!("infergate control: the summary generation is contended; readers catch up on the next store");
     }
 }

@@ -34,8 +34,8 @@ pub struct RouterShared {
     router: RefCell<Router>,
     /// The snapshot generation this worker last decoded.
     generation: Cell<u64>,
-    /// The sequence of the other replicas' pushed load this worker last adopted.
-    peer_load_sequence: Cell<u64>,
+    /// The generation of the other replicas' pushed load this worker last read.
+    peer_load_generation: Cell<u64>,
     max_body_bytes: u64,
     early_decision: bool,
     explain: bool,
@@ -62,7 +62,7 @@ impl RouterShared {
         Self {
             router: RefCell::new(Router::new(role.routing, random_u64(&*host))),
             generation: Cell::new(0),
-            peer_load_sequence: Cell::new(0),
+            peer_load_generation: Cell::new(0),
             max_body_bytes: role.max_body_bytes,
             early_decision: role.early_decision,
             explain: role.explain,
@@ -87,14 +87,14 @@ impl RouterShared {
 
     /// Reads the small generation key; decodes the snapshot only when it changed, so
     /// the big value is copied once per generation per worker, not per request. Before
-    /// it, adopts the other replicas' load if the agent pushed it since (about 60 bytes
-    /// per busy pod, read per request).
+    /// it, adopts the other replicas' load if the agent pushed it since (the same
+    /// pattern: a small generation per request, the push when it moved).
     fn refresh_snapshot(&self, router: &mut Router, now_ms: u64) {
         // The push first: a snapshot adopted next counts the others as it says, and its
         // baseline must not be built on an older view. A push too old to count on is
         // left for the snapshot's view.
-        if let Some(pushed) = peer_load::read_unless(&*self.host, self.peer_load_sequence.get()) {
-            self.peer_load_sequence.set(pushed.sequence);
+        if let Some(pushed) = peer_load::read_unless(&*self.host, self.peer_load_generation.get()) {
+            self.peer_load_generation.set(pushed.generation);
             if now_ms.saturating_sub(pushed.pushed_at_ms) <= PEER_LOAD_MAX_AGE_MS {
                 router.adopt_peer_load(&pushed.load, pushed.pushed_at_ms);
             }
