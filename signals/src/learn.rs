@@ -1,7 +1,9 @@
 //! Learns each pod's speeds from its own counters, as exponentially weighted moving
 //! averages of per-interval deltas (never of lifetime ratios, which stop moving):
 //!
-//! - prefill rate = Δ(prompt tokens − cached tokens) / min(Δ(prefill time), Δt).
+//! - prefill rate = Δ(prompt tokens − cached tokens) / min(Δ(prefill time), Δt), until
+//!   windows of different mixes (cold prompts and cache hits) let `prefill_fit` take
+//!   the per-request overhead out of it; then the fitted rate.
 //!   Where the engine counts its prefix-cache hits only in blocks, or in a unit its
 //!   text does not say (vLLM 0.7.3–0.9.1), Δ(cached tokens) = Δ(prompt tokens) ×
 //!   Δ(hits) / Δ(queries): the unit cancels. The
@@ -18,6 +20,8 @@
 //! start over.
 
 use infergate_core::snapshot::PodSignals;
+
+use crate::prefill_fit::PrefillFit;
 
 /// Weight of the newest window.
 const ALPHA: f64 = 0.2;
@@ -58,6 +62,9 @@ pub struct RateLearner {
     prefill_tokens_per_s: Ewma,
     decode_step_ms: Ewma,
     mean_prompt_tokens: Ewma,
+    /// Where the current disjoint window of the overhead fit began.
+    fit_from: Option<(Counters, f64)>,
+    prefill_fit: PrefillFit,
 }
 
 fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
@@ -95,8 +102,10 @@ impl RateLearner {
         if restarted {
             self.history.clear();
             self.history.push_back((now, at_s));
+            self.fit_from = Some((now, at_s));
             return;
         }
+        self.fit_window(now, at_s);
         let uncached =
             delta(now.prompt_tokens, before.prompt_tokens).map(|prompt| prompt - cached(&now, &before, prompt));
         let elapsed = at_s - before_s;
@@ -129,8 +138,31 @@ impl RateLearner {
         }
     }
 
+    /// Closes the overhead fit's window once it spans [`WINDOW_S`]: disjoint windows,
+    /// so that each prefill counts once.
+    fn fit_window(&mut self, now: Counters, at_s: f64) {
+        let Some((before, before_s)) = self.fit_from else {
+            self.fit_from = Some((now, at_s));
+            return;
+        };
+        let elapsed = at_s - before_s;
+        if elapsed < WINDOW_S {
+            return;
+        }
+        self.fit_from = Some((now, at_s));
+        let prompt = delta(now.prompt_tokens, before.prompt_tokens);
+        let window = (
+            prompt,
+            delta(now.prefilled_requests, before.prefilled_requests),
+            delta(now.prefill_seconds, before.prefill_seconds),
+        );
+        if let (Some(prompt), Some(requests), Some(seconds)) = window {
+            self.prefill_fit.observe(requests, prompt - cached(&now, &before, prompt), seconds.min(elapsed));
+        }
+    }
+
     pub fn apply(&self, signals: &mut PodSignals) {
-        signals.prefill_tokens_per_s = self.prefill_tokens_per_s.0;
+        signals.prefill_tokens_per_s = self.prefill_fit.rate().or(self.prefill_tokens_per_s.0);
         signals.decode_step_ms = self.decode_step_ms.0;
         signals.mean_prompt_tokens = self.mean_prompt_tokens.0;
         signals.request_rate_per_s = self.request_rate_per_s.0;
@@ -218,6 +250,29 @@ mod tests {
         let mut s = PodSignals::default();
         learner.apply(&mut s);
         assert_eq!(s.prefill_tokens_per_s, None);
+    }
+
+    #[test]
+    fn a_pod_serving_cache_hits_is_not_taken_for_a_slow_one() {
+        // vLLM on CPU: a cold 1,064-token prompt in 1.9 s, a 64-token one after a cached
+        // 1,000-token prefix in 0.27 s; one request every 2 s window, then hits only.
+        let mut learner = RateLearner::default();
+        let (mut prompt, mut cached, mut prefill, mut requests) = (0.0, 0.0, 0.0, 0.0);
+        learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+        for window in 1..=30 {
+            let cold = window % 3 == 1 && window < 10;
+            prompt += 1_064.0;
+            cached += if cold { 0.0 } else { 1_000.0 };
+            prefill += if cold { 1.9 } else { 0.27 };
+            requests += 1.0;
+            learner.observe(counters(prompt, cached, prefill, requests, 0.0, 0.0), 2.0 * f64::from(window));
+        }
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        let rate = s.prefill_tokens_per_s.unwrap();
+        // 1,000 more tokens took 1.63 s more: 613 tokens/s, where the last windows
+        // alone say 64 / 0.27 = 237.
+        assert!((rate - 1_000.0 / 1.63).abs() < 1.0, "{rate}");
     }
 
     #[test]

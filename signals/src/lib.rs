@@ -11,3 +11,4 @@
 pub mod engines;
 pub mod exposition;
 pub mod learn;
+mod prefill_fit;
