@@ -22,7 +22,7 @@ pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
 pub use flow_control::{BandLimits, BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
-pub use scoring::{CostDefaults, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
+pub use scoring::{CostDefaults, LearnedSpeeds, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
 pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
 
 pub const SCHEMA_VERSION: u32 = 1;

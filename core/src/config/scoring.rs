@@ -19,6 +19,21 @@ pub enum ScoringMode {
     Weighted,
 }
 
+/// Whose learned speeds (prefill rate, decode step) price a pod.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum LearnedSpeeds {
+    /// The median of the pool's pods, for every pod: a pool's pods run one model on
+    /// one kind of hardware, and what sets their learned speeds apart is noise (what
+    /// each happened to prefill, alone or beside others) that would otherwise steer
+    /// new work to whichever pod looks fastest.
+    #[default]
+    Pool,
+    /// Each pod's own: for a pool that mixes hardware.
+    Pod,
+}
+
 /// What a pool optimizes for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -230,6 +245,9 @@ pub struct RoutingSettings {
     pub prefix: PrefixSettings,
     #[serde(default)]
     pub cost: CostDefaults,
+    /// Whose learned speeds price a pod: `pool` (the default) or `pod`.
+    #[serde(default)]
+    pub speeds: LearnedSpeeds,
     /// When a saturated pool refuses sheddable requests.
     #[serde(default)]
     pub admission: AdmissionSettings,
@@ -266,6 +284,7 @@ impl Default for RoutingSettings {
             retry_after_s: Self::default_retry_after_s(),
             prefix: PrefixSettings::default(),
             cost: CostDefaults::default(),
+            speeds: LearnedSpeeds::default(),
             admission: AdmissionSettings::default(),
         }
     }

@@ -9,6 +9,11 @@
 //! hash. Each pod's LRU order is an append-only queue in which re-used or stolen blocks
 //! leave stale entries that eviction skips and compaction drops. Owners are pod numbers,
 //! held inline when there is one (unshared blocks are most blocks).
+//!
+//! A block a later request matched on a pod is marked reused there: a prefix that
+//! serves more than one request, as opposed to the tail of one prompt. Each pod counts
+//! its reused blocks, so that the router can tell a cache full of prefixes in use from
+//! one full of old tails, which evicting costs nothing.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -26,8 +31,17 @@ type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<NoHashHasher<u64>>>;
 /// more, goes to the next new pod, so churn does not grow the index.
 type PodId = u32;
 
-/// Who holds one block, and when each last used it.
-type Owners = SmallVec<[(PodId, u64); 1]>;
+/// One pod holding a block: when it last used it, and whether a later request matched
+/// it there.
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    pod: PodId,
+    reused: bool,
+    stamp: u64,
+}
+
+/// Who holds one block.
+type Owners = SmallVec<[Owner; 1]>;
 
 /// Stale queue entries allowed beyond one per live block before compacting.
 const COMPACT_SLACK: usize = 1024;
@@ -36,17 +50,29 @@ const COMPACT_SLACK: usize = 1024;
 struct PodBlocks {
     /// Blocks this pod owns now.
     held: usize,
+    /// Of them, blocks a later request matched.
+    reused: usize,
     /// (stamp, hash), oldest first; an entry is live only while the block's owners list
     /// this pod with this stamp.
     order: VecDeque<(u64, u64)>,
 }
 
 fn owns(owners: &Owners, id: PodId) -> bool {
-    owners.iter().any(|(p, _)| *p == id)
+    owners.iter().any(|o| o.pod == id)
 }
 
 fn is_live(owners: &HashKeyed<Owners>, id: PodId, stamp: u64, hash: u64) -> bool {
-    owners.get(&hash).is_some_and(|o| o.iter().any(|&(p, s)| p == id && s == stamp))
+    owners.get(&hash).is_some_and(|o| o.iter().any(|o| o.pod == id && o.stamp == stamp))
+}
+
+impl PodBlocks {
+    /// `owner` no longer holds its block.
+    fn lose(&mut self, owner: Owner) {
+        self.held = self.held.saturating_sub(1);
+        if owner.reused {
+            self.reused = self.reused.saturating_sub(1);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -103,19 +129,19 @@ impl PrefixIndex {
             self.clock += 1;
             let clock = self.clock;
             let owners = self.owners.entry(hash).or_default();
-            if let Some(entry) = owners.iter_mut().find(|(p, _)| *p == id) {
-                entry.1 = clock;
+            if let Some(entry) = owners.iter_mut().find(|o| o.pod == id) {
+                entry.stamp = clock;
             } else {
                 if owners.len() >= self.max_owners {
-                    let oldest = owners.iter().enumerate().min_by_key(|(_, (_, stamp))| *stamp).map(|(i, _)| i);
+                    let oldest = owners.iter().enumerate().min_by_key(|(_, o)| o.stamp).map(|(i, _)| i);
                     if let Some(index) = oldest {
-                        let (evicted, _) = owners.swap_remove(index);
-                        if let Some(blocks) = self.pods.get_mut(evicted as usize) {
-                            blocks.held = blocks.held.saturating_sub(1);
+                        let evicted = owners.swap_remove(index);
+                        if let Some(blocks) = self.pods.get_mut(evicted.pod as usize) {
+                            blocks.lose(evicted);
                         }
                     }
                 }
-                owners.push((id, clock));
+                owners.push(Owner { pod: id, reused: false, stamp: clock });
                 if let Some(blocks) = self.pods.get_mut(id as usize) {
                     blocks.held += 1;
                 }
@@ -145,10 +171,9 @@ impl PrefixIndex {
             // One lookup per evicted block: most blocks have one owner, so the entry
             // usually goes with it.
             let Entry::Occupied(mut owners) = self.owners.entry(hash) else { continue };
-            let before = owners.get().len();
-            owners.get_mut().retain(|&mut (p, s)| !(p == id && s == stamp));
-            if owners.get().len() < before {
-                blocks.held -= 1;
+            let list = owners.get_mut();
+            if let Some(index) = list.iter().position(|o| o.pod == id && o.stamp == stamp) {
+                blocks.lose(list.swap_remove(index));
             }
             if owners.get().is_empty() {
                 owners.remove();
@@ -162,7 +187,7 @@ impl PrefixIndex {
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
         for (_, hash) in blocks.order.drain(..) {
             if let Some(owners) = self.owners.get_mut(&hash) {
-                owners.retain(|(p, _)| *p != id);
+                owners.retain(|o| o.pod != id);
                 if owners.is_empty() {
                     self.owners.remove(&hash);
                 }
@@ -173,8 +198,27 @@ impl PrefixIndex {
         self.free.push(id);
     }
 
+    /// A request routed to `pod` matched the first `matched` of `hashes` there: those
+    /// blocks serve more than one request.
+    pub fn mark_reused(&mut self, pod: Endpoint, hashes: &[u64], matched: usize) {
+        let Some(&id) = self.ids.get(&pod) else { return };
+        let Some(blocks) = self.pods.get_mut(id as usize) else { return };
+        for hash in hashes.iter().take(matched) {
+            let owner = self.owners.get_mut(hash).and_then(|o| o.iter_mut().find(|o| o.pod == id));
+            if let Some(owner) = owner.filter(|o| !o.reused) {
+                owner.reused = true;
+                blocks.reused += 1;
+            }
+        }
+    }
+
     pub fn blocks_of(&self, pod: Endpoint) -> usize {
         self.ids.get(&pod).and_then(|&id| self.pods.get(id as usize)).map_or(0, |b| b.held)
+    }
+
+    /// Blocks `pod` holds that a later request matched there.
+    pub fn reused_blocks_of(&self, pod: Endpoint) -> usize {
+        self.ids.get(&pod).and_then(|&id| self.pods.get(id as usize)).map_or(0, |b| b.reused)
     }
 
     pub fn total_entries(&self) -> usize {
@@ -249,6 +293,20 @@ mod tests {
     }
 
     #[test]
+    fn blocks_a_later_request_matched_count_as_reused_until_evicted() {
+        let mut index = PrefixIndex::new(4);
+        index.record(pod(1), &[1, 2, 3], 3);
+        assert_eq!(index.reused_blocks_of(pod(1)), 0, "one prompt's blocks");
+        index.mark_reused(pod(1), &[1, 2, 9], 2);
+        index.mark_reused(pod(1), &[1, 2, 9], 2);
+        index.mark_reused(pod(2), &[1, 2, 9], 2);
+        assert_eq!((index.reused_blocks_of(pod(1)), index.reused_blocks_of(pod(2))), (2, 0));
+        // Two new blocks evict the least recently used: 1, then 2.
+        index.record(pod(1), &[3, 7, 8], 3);
+        assert_eq!(index.reused_blocks_of(pod(1)), 0);
+    }
+
+    #[test]
     fn forgetting_a_pod_removes_its_blocks() {
         let mut index = PrefixIndex::new(4);
         index.record(pod(1), &[1, 2], 10);
@@ -277,6 +335,11 @@ mod tests {
                     index.forget(pod(*p));
                     prop_assert_eq!(index.blocks_of(pod(*p)), 0);
                 } else {
+                    // Every third prompt is matched where it lands before it is recorded.
+                    let matched = index.matched_blocks(pod(*p), hashes);
+                    if hashes.len() % 3 == 0 {
+                        index.mark_reused(pod(*p), hashes, matched);
+                    }
                     index.record(pod(*p), hashes, capacity);
                 }
             }
@@ -296,6 +359,8 @@ mod tests {
             for (id, blocks) in index.pods.iter().enumerate() {
                 let owned = index.owners.values().filter(|o| owns(o, id as PodId)).count();
                 prop_assert_eq!(owned, blocks.held);
+                let reused = index.owners.values().flatten().filter(|o| o.pod == id as PodId && o.reused).count();
+                prop_assert_eq!(reused, blocks.reused);
             }
         }
     }

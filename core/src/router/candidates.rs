@@ -8,7 +8,7 @@ use super::DecisionBasis;
 use super::adapter_drain::AdapterDrain;
 use super::adapter_loads::AdapterLoads;
 use super::ledger::{LoadLedger, PodLoad};
-use crate::config::{PoolConfig, RoutingSettings};
+use crate::config::{LearnedSpeeds, PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
 use crate::prefix::PrefixIndex;
 use crate::scoring::{AdapterState, Candidate, LearnedRates};
@@ -27,6 +27,8 @@ pub(super) struct Inputs<'a> {
     /// In-flight counts when the snapshot was adopted: what its scrape already saw.
     pub baseline: &'a HashMap<Endpoint, u32>,
     pub prefix: &'a PrefixIndex,
+    /// Each pod's prefix capacity in blocks, from its KV size (`Router::capacity`).
+    pub capacity: &'a HashMap<Endpoint, usize>,
     pub hashes: &'a [u64],
     pub adapter: Option<&'a str>,
     /// The adapter copies being drained (`adapter_drain`).
@@ -45,6 +47,14 @@ pub(super) struct Inputs<'a> {
 impl Inputs<'_> {
     fn allowed(&self, pod: Endpoint) -> bool {
         self.subset.is_none_or(|subset| subset.contains(&pod))
+    }
+
+    /// Blocks `pod`'s prefix cache can take before it evicts any that a later request
+    /// matched (old prompts' tails evict for free): unknown (infinite) until a snapshot
+    /// gives the pod's KV size.
+    fn prefix_room(&self, pod: Endpoint) -> f64 {
+        let reused = self.prefix.reused_blocks_of(pod);
+        self.capacity.get(&pod).map_or(f64::INFINITY, |&capacity| capacity.saturating_sub(reused) as f64)
     }
 
     /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
@@ -74,6 +84,9 @@ pub(super) fn build(inputs: &Inputs<'_>, candidates: &mut Vec<Candidate>, fresh:
             candidates.extend(usable.map(|&endpoint| unobserved(endpoint, inputs, true)));
             fresh.resize(candidates.len(), false);
         }
+    }
+    if inputs.settings.speeds == LearnedSpeeds::Pool {
+        pool_speeds(candidates);
     }
     let fresh_count = fresh.iter().filter(|f| **f).count();
     let basis = if fresh_count == candidates.len() && fresh_count > 0 {
@@ -120,6 +133,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         adapter: AdapterState::Unknown,
         matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
         total_blocks: inputs.hashes.len(),
+        prefix_room_blocks: inputs.prefix_room(pod.address),
         // Learned speeds change slowly: they stay usable whatever their age.
         learned: LearnedRates {
             prefill_tokens_per_s: signals.prefill_tokens_per_s,
@@ -162,6 +176,29 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     (candidate, fresh)
 }
 
+/// Gives every pod that reported metrics the median of the pool's learned prefill rates
+/// and decode steps ([`LearnedSpeeds::Pool`]); a pod not learned yet gets them too.
+fn pool_speeds(candidates: &mut [Candidate]) {
+    let prefill = median(candidates.iter().filter_map(|c| c.learned.prefill_tokens_per_s));
+    let step = median(candidates.iter().filter_map(|c| c.learned.decode_step_ms));
+    for c in candidates.iter_mut().filter(|c| c.has_metrics) {
+        c.learned.prefill_tokens_per_s = prefill.or(c.learned.prefill_tokens_per_s);
+        c.learned.decode_step_ms = step.or(c.learned.decode_step_ms);
+    }
+}
+
+/// The median of the finite positive values (the mean of the middle two when even).
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.filter(|v| v.is_finite() && *v > 0.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match (sorted.len() % 2, sorted.get(middle), middle.checked_sub(1).and_then(|i| sorted.get(i))) {
+        (1, Some(&m), _) => Some(m),
+        (_, Some(&high), Some(&low)) => Some((low + high) / 2.0),
+        _ => None,
+    }
+}
+
 /// Waiting and running from a fresh scrape and the gateways' in-flight count. What the
 /// gateways sent since the scrape (`sent_since_scrape`) is not in it yet: it counts as waiting.
 /// With several replicas, each routes on the same snapshot and cannot see the others'
@@ -200,6 +237,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
         matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),
         total_blocks: inputs.hashes.len(),
+        prefix_room_blocks: inputs.prefix_room(endpoint),
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,
         ttft_factor: inputs.ttft_factor,

@@ -65,7 +65,7 @@ impl PodReport {
     fn describe(&self, out: &mut String) {
         let _ = write!(
             out,
-            "{} score={:.1} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} resident_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
+            "{} score={:.1} ttft_ms={:.1} (queue={:.1} prefill={:.1} adapter={:.1}) impact_ms={:.1} resident_ms={:.1} evict_ms={:.1} waiting={:.0} running={:.0} kv={} prefix_blocks={} adapter={:?}",
             self.endpoint,
             self.total,
             self.ttft.ttft_ms,
@@ -74,6 +74,7 @@ impl PodReport {
             self.ttft.adapter_ms,
             self.ttft.impact_ms,
             self.ttft.resident_ms,
+            self.ttft.evict_ms,
             self.waiting,
             self.running,
             self.kv_cache_usage.map_or_else(|| "?".to_string(), |kv| format!("{kv:.2}")),

@@ -239,6 +239,7 @@ impl Router {
             pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
             prefix: &self.prefix,
+            capacity: &self.capacity,
             hashes: &hashes,
             adapter,
             drain: &self.adapter_drain,
@@ -348,6 +349,7 @@ impl Router {
         // arrives within one TTFT of the first misses it and starts a cold copy
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
+        self.prefix.mark_reused(decision.chosen.endpoint, &decision.prefix_hashes, decision.chosen.matched_blocks);
         self.record_claim(decision.chosen.endpoint, &decision.prefix_hashes, decision.adapter_load.as_ref());
         Ok(Routing::Routed(Box::new(decision)))
     }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::{ModelConfig, PoolConfig, RoutingSettings};
+use crate::config::{LearnedSpeeds, ModelConfig, PoolConfig, RoutingSettings};
 use crate::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION};
 
 fn ep(port: u16) -> Endpoint {
@@ -423,6 +423,69 @@ fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
         }
         let held = router.prefix_index().matched_blocks(ep(9), &first.prefix_hashes);
         assert_eq!(held > 0, learned, "learned={learned}: {held} blocks of the first prompt held");
+    }
+}
+
+#[test]
+fn the_pools_median_speed_prices_every_pod_unless_each_pods_own_is_asked_for() {
+    let speed = |port, rate| {
+        let learned = PodSignals { prefill_tokens_per_s: Some(rate), ..signals(0.0, 0.1) };
+        PodState::scraped(ep(port), 1_000, learned)
+    };
+    for (speeds, chosen) in [(LearnedSpeeds::Pool, None), (LearnedSpeeds::Pod, Some(ep(2)))] {
+        let mut config = config();
+        config.settings.speeds = speeds;
+        let mut router = Router::new(config.clone(), 1);
+        let ledger = LocalLedger::default();
+        let snapshot =
+            Snapshot { routing: config, ..snapshot("a", vec![speed(1, 500.0), speed(2, 2_000.0), speed(3, 1_000.0)]) };
+        router.apply_snapshot(snapshot, &ledger);
+        let mut firsts = std::collections::HashSet::new();
+        for _ in 0..20 {
+            let d = router.route(&request("base"), 1_010, &mut LocalLedger::default()).unwrap();
+            firsts.insert(d.chosen.endpoint);
+            let runner_up = d.runner_up.map(|r| r.ttft.prefill_ms).unwrap_or_default();
+            assert_eq!(d.chosen.ttft.prefill_ms == runner_up, chosen.is_none(), "{speeds:?}: {}", d.explain());
+        }
+        match chosen {
+            Some(fastest) => assert_eq!(firsts, [fastest].into(), "{speeds:?}: each pod's own speed"),
+            None => assert!(firsts.len() > 1, "{speeds:?}: equal speeds, ties broken at random: {firsts:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_new_prefix_goes_to_a_pod_whose_prefix_cache_has_room() {
+    // 50 blocks of 128 tokens per pod, 400 blocks of 64 characters at 4 characters a
+    // token; pod 1 holds 6 prompts of 63 blocks that later requests matched, so a
+    // seventh would evict one of them there.
+    let kv = |port| {
+        let kv = PodSignals { num_gpu_blocks: Some(50), block_size: Some(128), ..signals(0.0, 0.1) };
+        PodState::scraped(ep(port), 1_000, kv)
+    };
+    let (mut router, _) = router_with(vec![kv(1), kv(2), kv(3)]);
+    let mut reused = 0;
+    for group in 0..6 {
+        let hashes = hashes_of(&chat("base", &format!("{group:03} ").repeat(1_000)));
+        router.record_prefix(ep(1), &hashes);
+        router.prefix.mark_reused(ep(1), &hashes, hashes.len());
+        reused += hashes.len();
+    }
+    assert_eq!(router.prefix.reused_blocks_of(ep(1)), reused);
+    assert!(reused > 400 - reused / 6, "room for less than one more prompt");
+    for group in 6..20 {
+        let d = router
+            .route(&chat("base", &format!("{group:03} ").repeat(1_000)), 1_010, &mut LocalLedger::default())
+            .unwrap();
+        assert!(d.chosen.ttft.evict_ms == 0.0, "{}", d.explain());
+        assert_ne!(d.chosen.endpoint, ep(1), "group {group}: {}", d.explain());
+        if d.runner_up.is_some_and(|r| r.endpoint == ep(1)) {
+            assert!(d.runner_up.is_some_and(|r| r.ttft.evict_ms > 0.0), "{}", d.explain());
+        }
+        // Four prompts: the other pods have room for six each.
+        if group == 9 {
+            break;
+        }
     }
 }
 

@@ -93,6 +93,9 @@ pub struct Candidate {
     /// Leading prompt blocks this pod probably holds, and the prompt's total.
     pub matched_blocks: usize,
     pub total_blocks: usize,
+    /// Prompt blocks the pod's prefix cache can take before it evicts blocks a later
+    /// request matched, as this router's index counts them (`f64::INFINITY` when unknown).
+    pub prefix_room_blocks: f64,
     pub learned: LearnedRates,
     /// False until the pod has reported metrics at least once.
     pub has_metrics: bool,
@@ -168,6 +171,7 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
         adapter: AdapterState::NotNeeded,
         matched_blocks: 0,
         total_blocks: 0,
+        prefix_room_blocks: f64::INFINITY,
         learned: LearnedRates::default(),
         has_metrics: true,
         ttft_factor: 1.0,

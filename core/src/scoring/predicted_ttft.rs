@@ -13,7 +13,9 @@
 //! impact_ms    = 1000 × request_rate × own_prefill_s² / (1 − utilization)
 //!                only for a pod that would copy a prefix another pod owns
 //! resident_ms  = RESIDENT_WEIGHT × kv_cache_usage × 1000 × prompt_tokens / rate
-//! cost_ms      = ttft_ms + impact_ms + resident_ms
+//! evict_ms     = 1000 × max(0, uncached_blocks − prefix_room_blocks) × tokens_per_block / rate
+//!                only for a prompt no pod really holds
+//! cost_ms      = ttft_ms + impact_ms + resident_ms + evict_ms
 //! ```
 //!
 //! `factor` is the pool's learned ratio of observed to predicted TTFT
@@ -52,8 +54,19 @@
 //! The throughput profile adds
 //! the decode of our expected output, `output_tokens × decode_step_ms`, so that batch
 //! work goes where it finishes first.
+//!
+//! `evict_ms` places new prefixes where the prefix caches have room for them. A prompt
+//! no pod holds is cached wherever it goes; where the cache is full of prefixes in use
+//! (blocks a later request matched, as this router's index counts them; old prompts'
+//! tails evict for free) its blocks evict some, which their next requests must prefill
+//! again: about as much work as ours. Without it, where new prefixes went followed the
+//! noise in the pods' learned speeds and loads: in part 3's first 30 s on three real
+//! vLLM pods (BENCHMARKS.md), 9 of the first 12 prefix groups went to the pod whose
+//! learned prefill rate was highest, whose index then forgot a group 14 s after its
+//! first request, and that group's next request started a second copy elsewhere. A
+//! prompt with a real owner is left to the owner rules (`prefix_affinity`).
 
-use super::prefix_affinity::is_prefix_owner;
+use super::prefix_affinity::{has_real_owner, is_prefix_owner};
 use super::{AdapterState, Candidate, RequestShape};
 use crate::config::{CostDefaults, Profile};
 
@@ -71,9 +84,12 @@ pub struct TtftBreakdown {
     pub impact_ms: f64,
     /// The weight of the work resident on the pod (not part of this request's TTFT).
     pub resident_ms: f64,
+    /// The re-prefill of what our blocks evict from a full prefix cache (not part of
+    /// this request's TTFT).
+    pub evict_ms: f64,
     /// This request's predicted time to first token.
     pub ttft_ms: f64,
-    /// What the ranking minimizes: `ttft_ms + impact_ms + resident_ms (+ decode_ms)`.
+    /// What the ranking minimizes: `ttft_ms + impact_ms + resident_ms + evict_ms (+ decode_ms)`.
     pub total_ms: f64,
 }
 
@@ -134,6 +150,13 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let ttft_ms = queue_ms + prefill_ms + adapter_ms + penalty_ms;
     let usage = c.kv_cache_usage.filter(|u| u.is_finite()).map_or(0.5, |u| u.clamp(0.0, 1.0));
     let resident_ms = RESIDENT_WEIGHT * usage * 1000.0 * shape.prompt_tokens.max(0.0) / rate;
+    let evict_ms = if has_real_owner(shape) {
+        0.0
+    } else {
+        let uncached = c.total_blocks.saturating_sub(c.matched_blocks) as f64;
+        let room = if c.prefix_room_blocks.is_nan() { f64::INFINITY } else { c.prefix_room_blocks.max(0.0) };
+        1000.0 * (uncached - room).max(0.0) * shape.tokens_per_block / rate
+    };
     TtftBreakdown {
         queue_ms,
         kv_wait_ms,
@@ -143,8 +166,9 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         penalty_ms,
         impact_ms,
         resident_ms,
+        evict_ms,
         ttft_ms,
-        total_ms: ttft_ms + impact_ms + resident_ms + decode_ms,
+        total_ms: ttft_ms + impact_ms + resident_ms + evict_ms + decode_ms,
     }
 }
 
@@ -283,6 +307,34 @@ mod tests {
         // 2,000 tokens at 10,000 tokens/s: 200 ms of prefill, twice over when full.
         assert!((full.resident_ms - 0.9 * 400.0).abs() < 1e-9 && empty.resident_ms == 0.0);
         assert!(full.total_ms > empty.total_ms);
+    }
+
+    #[test]
+    fn a_new_prompt_pays_for_what_it_evicts_from_a_full_prefix_cache() {
+        // 1,600 tokens in 100 blocks of 16; 10,000 tokens/s.
+        let new_prompt = |room: f64| {
+            let mut c = candidate(1, 0.0, 0.0, Some(0.0));
+            c.total_blocks = 100;
+            c.prefix_room_blocks = room;
+            predicted_ttft(&c, &shape(1_600.0), &CostDefaults::default(), Profile::Latency)
+        };
+        assert_eq!(new_prompt(f64::INFINITY).evict_ms, 0.0);
+        assert_eq!(new_prompt(100.0).evict_ms, 0.0, "room for every block");
+        // 60 blocks of others' evicted: 960 tokens to prefill again, 96 ms.
+        let full = new_prompt(40.0);
+        assert!((full.evict_ms - 96.0).abs() < 1e-9);
+        assert_eq!(full.ttft_ms, new_prompt(100.0).ttft_ms, "not part of the predicted TTFT");
+        assert!((new_prompt(0.0).evict_ms - 160.0).abs() < 1e-9);
+        assert_eq!(new_prompt(f64::NAN).evict_ms, 0.0);
+    }
+
+    #[test]
+    fn a_prompt_with_a_real_owner_is_left_to_the_owner_rules() {
+        let mut copy = candidate(1, 0.0, 0.0, Some(0.0));
+        copy.total_blocks = 100;
+        copy.prefix_room_blocks = 0.0;
+        let owned = RequestShape { best_matched_blocks: 90, ..shape(1_600.0) };
+        assert_eq!(predicted_ttft(&copy, &owned, &CostDefaults::default(), Profile::Latency).evict_ms, 0.0);
     }
 
     #[test]

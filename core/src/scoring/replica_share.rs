@@ -159,6 +159,7 @@ mod tests {
             penalty_ms: 0.0,
             impact_ms: 0.0,
             resident_ms: 0.0,
+            evict_ms: 0.0,
             ttft_ms: prefill_ms,
             total_ms: prefill_ms,
         }
