@@ -255,9 +255,9 @@ bench-datapath: setup wasm ## plain Envoy, the filter and infergate-epp over ext
 inference-perf: ## install inference-perf 0.7.0 (Python >= 3.12) for make bench-engines (~1 min, 790 MB)
 	engines/inference-perf/setup.sh
 
-# Part 3: inference-perf's shared_prefix workload through Envoy to 2 real vLLM pods and
-# to 2 model-sim pods shaped like them, with infergate, round_robin and least_request,
-# fresh pods per policy (about 20 minutes). ENGINES_ARGS passes options (see --help).
+# Part 3: inference-perf's shared_prefix workload through Envoy to 3 real vLLM pods and
+# to 3 model-sim pods shaped like them, with infergate, round_robin and least_request,
+# fresh pods per policy, 300 s each (about 40 minutes; `--pods vllm`: 21). ENGINES_ARGS passes options (see --help).
 bench-engines: setup wasm vllm inference-perf ## real vLLM and model-sim under inference-perf: infergate vs round_robin vs least_request
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/engines --out bench/results/engines $(ENGINES_ARGS)
