@@ -5,7 +5,7 @@
 //! context) and a part per uncached token. A pod serving mostly cache hits then looks
 //! slow: on vLLM 0.32 on CPU a 64-token prompt after a cached 1,000-token prefix takes
 //! about 0.27 s (240 tokens/s) where a cold 1,064-token prompt takes 1.9 s (560
-//! tokens/s). Routing on that estimate prices a cold prompt 2.5× higher on the pods
+//! tokens/s). Routing on that estimate prices a cold prompt 2.4× higher on the pods
 //! that cache well than on the pod that last prefilled a cold one, so new prefixes pile
 //! onto that pod (BENCHMARKS.md part 3).
 //!
