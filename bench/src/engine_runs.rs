@@ -17,6 +17,7 @@ use infergate_signals::exposition;
 
 use crate::inference_perf::{self, SharedPrefix, Summary};
 use crate::prefix_groups::{self, GroupSpread};
+use crate::ttft_tail::{self, TtftTail};
 
 /// The policies of part 3, by report name.
 pub const POLICIES: [(&str, UpstreamPolicy); 3] = [
@@ -118,6 +119,8 @@ pub struct EngineRun {
     pub counters: EngineCounters,
     /// Where the prefix groups went (infergate only: its decisions name them).
     pub groups: Option<GroupSpread>,
+    /// How much of the TTFT tail is each group's cold first request.
+    pub tail: Option<TtftTail>,
 }
 
 /// Runs `workload` with `policy` on `count` fresh pods; logs and reports go to `out`.
@@ -175,9 +178,17 @@ pub async fn run(
         eprintln!("{label}: cannot keep Envoy's access log as {}: {e}", access_log.display());
     }
     let groups = std::fs::read_to_string(&access_log).ok().and_then(|text| prefix_groups::from_access_log(&text));
+    let per_request = out.join("report/per_request_lifecycle_metrics.json");
+    let tail = std::fs::read_to_string(&per_request)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .and_then(|report| ttft_tail::from_per_request(&report));
+    if tail.is_none() {
+        eprintln!("{label}: no per-request TTFTs in {}; the tail table leaves this run out", per_request.display());
+    }
     drop(stack);
     drop(vllm);
-    Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups })
+    Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups, tail })
 }
 
 /// Reads every pod's prefix-cache and request counters from its `/metrics`.
@@ -251,7 +262,37 @@ pub fn markdown(runs: &[EngineRun], workload: &SharedPrefix, count: usize) -> St
     if !failures.is_empty() {
         text.push_str(&format!("\nFailures: {}.\n", failures.join("; ")));
     }
+    text.push_str(&tails(runs));
     text.push_str(&targets(runs));
+    text
+}
+
+/// Where each run's TTFT tail comes from: each prefix group's first request is cold
+/// under every policy.
+fn tails(runs: &[EngineRun]) -> String {
+    let rows: Vec<String> = runs
+        .iter()
+        .filter_map(|run| {
+            let tail = run.tail?;
+            Some(format!(
+                "| {} | {} | {} | {} of {} | {:.0} | {:.0} |\n",
+                run.pods,
+                run.policy,
+                tail.group_firsts,
+                tail.firsts_in_slowest_tenth,
+                tail.slowest_tenth,
+                run.summary.ttft_ms.p90,
+                tail.p90_without_firsts_ms,
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "\nThe TTFT tail (inference-perf's per-request report): each prefix group's first request is cold whatever the policy.\n\n| pods | policy | groups' first requests | of them in the slowest tenth | TTFT p90 ms | p90 without them ms |\n|---|---|--:|--:|--:|--:|\n",
+    );
+    text.extend(rows);
     text
 }
 

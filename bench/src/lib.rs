@@ -20,4 +20,5 @@ pub mod report;
 pub mod request;
 pub mod results;
 pub mod suite;
+pub mod ttft_tail;
 pub mod workloads;
