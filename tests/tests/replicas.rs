@@ -64,11 +64,9 @@ async fn each_turn_finds_its_conversations_pod_on_whichever_replica_takes_it() {
             let reply = stack.post_at(gateway, "/v1/chat/completions", body, &[]).await;
             assert_eq!(reply.status, 200, "{}", reply.body);
             let served_by = reply.served_by().map(String::from);
-            // Known gap (not yet explained): the very first conversation's record does
-            // not reach the other replicas in time, in every run since pods are priced
-            // at their pool's speed; before, its next turns found the pod by its learned
-            // speed, not by the record. It is left out of the count until fixed.
-            if let (Some(first), true) = (&pod, id > 0) {
+            // Conversation 0's next turns are replicas 2 and 3's first requests: they
+            // follow only through the records relayed before their workers joined.
+            if let Some(first) = &pod {
                 follow_ups += 1;
                 if served_by.as_ref() == Some(first) {
                     followed += 1;

@@ -16,7 +16,6 @@ use std::rc::Rc;
 
 use infergate_core::control::bearer_token_matches;
 use infergate_core::filter_config::ControlRole;
-use infergate_core::prefix::PrefixRecord;
 use infergate_core::snapshot::{MAX_SNAPSHOT_BYTES, Snapshot};
 use infergate_core::wire::header::REPLICAS as REPLICAS_HEADER;
 use infergate_core::wire::path::{LOAD as LOAD_PATH, SNAPSHOT as SNAPSHOT_PATH, SUMMARY as SUMMARY_PATH};
@@ -26,7 +25,7 @@ use infergate_core::wire::shared_data::SEQUENCE;
 use crate::host::events::{Flow, RootEvents, StreamEvents};
 use crate::host::{Host, UpdateError};
 use crate::metrics::Metric;
-use crate::roles::router::peers::send_to_workers;
+use crate::roles::router::peers::relay_to_workers;
 use crate::shared::summaries::{self, StoreError};
 
 /// The control listener's metrics.
@@ -212,8 +211,7 @@ impl ControlHttp {
         if !snapshot.peers.records.is_empty() {
             // Another host's adapter loads would be timed by its clock: never counted here.
             snapshot.peers.records.iter_mut().for_each(|r| r.adapter_load = None);
-            let message = PrefixRecord::encode_all(&snapshot.peers.records);
-            let workers = send_to_workers(self.host(), &self.shared.vm_id, &message);
+            let workers = relay_to_workers(self.host(), &self.shared.vm_id, &snapshot.peers.records);
             log::debug!("infergate control: {} peer records to {workers} workers", snapshot.peers.records.len());
         }
         let digest = outbox::digest(self.host(), self.shared.outbox(), &snapshot);

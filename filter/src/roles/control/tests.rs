@@ -2,6 +2,7 @@ use infergate_core::replicas::{PeerLoad, ReplicaDigest};
 use infergate_core::wire::{header, path, queue, shared_data};
 
 use crate::host::fake::{FakeEnvoy, Reply, take_logs};
+use crate::roles::router::peers::FLUSH_PERIOD_MS;
 use crate::shared::generation;
 use crate::test_support::{Gateway, TOKEN, TOKEN_ENV, VM_ID, control_config, idle, pod, push, snapshot, summary};
 
@@ -183,6 +184,44 @@ fn without_pushes_the_routers_stop_filling_the_outbox() {
     stream.respond(&chosen.unwrap_or_default(), 200, "application/json", &[b"{}"]);
     assert_eq!(outbox_length(&gateway), 0);
     assert_eq!(gateway.envoy.stat("infergate.prefix.enqueued"), 1, "the other worker still gets it");
+}
+
+/// Regression: a worker joins the prefix peers at its first request, so the records
+/// relayed before then reached no queue of its, and a conversation's next turn on a
+/// replica that had served nothing missed the pod its first turn warmed elsewhere.
+#[test]
+fn records_relayed_before_a_workers_first_request_still_route_it() {
+    let a = Gateway::new(2, false);
+    push_to_replicas(&a, "2", 1);
+    a.route(1, "join").0.end();
+    let prompts: Vec<String> = (0..3).map(|i| format!("conversation {i} starts on replica A ").repeat(60)).collect();
+    let mut pods = Vec::new();
+    let mut records = Vec::new();
+    for (sequence, prompt) in (2..).zip(&prompts) {
+        // Past the batching period, so that each first turn's record leaves at once.
+        a.envoy.advance_ms(FLUSH_PERIOD_MS);
+        let (mut first, pod) = a.route(0, prompt);
+        let pod = pod.unwrap_or_default();
+        first.respond(&pod, 200, "application/json", &[b"{}"]);
+        first.end();
+        pods.push(pod);
+        records.extend(digest_of(&push_to_replicas(&a, "2", sequence)).records);
+    }
+    assert_eq!(records.len(), 3, "{records:?}");
+
+    // Replica B gets them before any of its workers has routed a request.
+    let b = Gateway::new(2, false);
+    push_to_replicas(&b, "2", 1);
+    let mut with_records =
+        infergate_core::snapshot::Snapshot::decode(&snapshot(2, b.envoy.now_ms(), &[idle(), idle(), idle()]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    with_records.peers.records = records;
+    assert_eq!(push_body_to_replicas(&b, "2", &with_records.encode().unwrap_or_default()).status, 200);
+    for (i, (prompt, pod)) in prompts.iter().zip(&pods).enumerate() {
+        let (mut next, chosen) = b.route(i % 2, &format!("{prompt} next turn"));
+        assert_eq!(chosen.as_deref(), Some(pod.as_str()), "conversation {i} on worker {}", i % 2);
+        next.end();
+    }
 }
 
 #[test]

@@ -169,6 +169,19 @@ impl RouterShared {
         }
     }
 
+    /// Applies the other replicas' records that the control listener relayed before
+    /// this worker joined the prefix peers.
+    fn apply_relayed(&self) {
+        let records = peers::relayed(&*self.host);
+        if records.is_empty() {
+            return;
+        }
+        if let Ok(mut router) = self.router.try_borrow_mut() {
+            records.iter().for_each(|r| router.record_peer(r));
+            log::debug!("infergate router: applied {} relayed prefix records at joining", records.len());
+        }
+    }
+
     /// Applies the prefix records other workers queued for this one.
     fn drain_prefix_queue(&self, queue_id: u32) {
         if self.peers.own_queue() != Some(queue_id) {
@@ -211,9 +224,12 @@ impl RootEvents for Rc<RouterShared> {
         self.metrics.vm_memory.withdraw();
     }
 
-    /// A request arrived on this worker: its queue joins the prefix peers, once.
+    /// A request arrived on this worker: its queue joins the prefix peers, once, and
+    /// the other replicas' records relayed before then are applied.
     fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents> {
-        self.peers.join();
+        if self.peers.join() {
+            self.apply_relayed();
+        }
         Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self), context_id)))
     }
 }

@@ -19,7 +19,7 @@ use std::rc::Rc;
 
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::wire::queue::{OUTBOX, PREFIX_PREFIX};
-use infergate_core::wire::shared_data::{OUTBOX_DRAINED_AT, PREFIX_PEERS};
+use infergate_core::wire::shared_data::{OUTBOX_DRAINED_AT, PREFIX_PEERS, RELAYED_PREFIXES};
 
 use super::metrics::PeerMetrics;
 use crate::host::Host;
@@ -30,6 +30,9 @@ const MAX_PEERS: usize = 64;
 pub const FLUSH_PERIOD_MS: u64 = 5;
 /// Hashes that make a batch go at once.
 const FLUSH_HASHES: usize = 8_192;
+/// Hashes of the other replicas' newest records kept for workers that join later:
+/// about 87 prompts of 6,000 characters in the default 64-character blocks.
+const RELAYED_MAX_HASHES: usize = 8_192;
 /// The outbox is filled only if a push drained it this recently: ten default
 /// intervals, so a slow push or two do not lose records.
 const OUTBOX_MAX_IDLE_MS: u64 = 1_000;
@@ -68,10 +71,12 @@ impl PrefixPeers {
     }
 
     /// Registers this worker's queue and lists it for the others, once: called for
-    /// every request, so that only workers that serve requests receive records.
-    pub fn join(&self) {
+    /// every request, so that only workers that serve requests receive records
+    /// (Envoy's main thread runs the plugin too, and never routes). True the first
+    /// time: the caller then applies the records relayed before ([`relayed`]).
+    pub fn join(&self) -> bool {
         if self.joined.replace(true) {
-            return;
+            return false;
         }
         match self.host.register_queue(&self.own_name) {
             Ok(id) => {
@@ -83,6 +88,7 @@ impl PrefixPeers {
                 self.own_name
             ),
         }
+        true
     }
 
     /// Takes this worker's queue off the list when its plugin is torn down (a changed
@@ -185,10 +191,48 @@ fn registry_names(value: Option<&[u8]>) -> Vec<String> {
 /// the outbox: how the control listener hands the other replicas' records to this
 /// replica's workers, which apply them whatever snapshots they skip. Returns how many
 /// workers got it.
-pub(crate) fn send_to_workers(host: &dyn Host, vm_id: &str, message: &[u8]) -> usize {
+fn send_to_workers(host: &dyn Host, vm_id: &str, message: &[u8]) -> usize {
     let names = registry_names(host.shared_value(PREFIX_PEERS).as_deref());
     let queues = names.iter().filter(|name| *name != OUTBOX).filter_map(|name| host.resolve_queue(vm_id, name));
     queues.filter(|&queue| host.enqueue(queue, message).is_ok()).count()
+}
+
+/// Hands the other replicas' `records` to this replica's router workers: now to every
+/// listed worker's queue, and through the relayed log to each worker that joins later.
+/// A worker joins at its first request, so without the log a replica whose workers had
+/// served nothing lost every record relayed to it, and a conversation's next turn there
+/// missed the pod its first turn warmed elsewhere. Returns how many workers got them now.
+pub(crate) fn relay_to_workers(host: &dyn Host, vm_id: &str, records: &[PrefixRecord]) -> usize {
+    let workers = send_to_workers(host, vm_id, &PrefixRecord::encode_all(records));
+    let kept = host.update_shared_data(RELAYED_PREFIXES, |current| {
+        let mut log = current.and_then(PrefixRecord::decode_all).unwrap_or_default();
+        log.extend_from_slice(records);
+        keep_newest(&mut log, RELAYED_MAX_HASHES);
+        Ok::<_, ()>(PrefixRecord::encode_all(&log))
+    });
+    if kept.is_err() {
+        log::warn!("infergate control: cannot keep the relayed prefix records for workers that join later");
+    }
+    workers
+}
+
+/// The relayed log, oldest first: what a worker applies when it joins.
+pub(crate) fn relayed(host: &dyn Host) -> Vec<PrefixRecord> {
+    host.shared_value(RELAYED_PREFIXES).and_then(|bytes| PrefixRecord::decode_all(&bytes)).unwrap_or_default()
+}
+
+/// Drops the oldest records until at most `max_hashes` hashes are left.
+fn keep_newest(records: &mut Vec<PrefixRecord>, max_hashes: usize) {
+    let mut total: usize = records.iter().map(|r| r.hashes.len()).sum();
+    let mut drop = 0;
+    for record in records.iter() {
+        if total <= max_hashes {
+            break;
+        }
+        total -= record.hashes.len();
+        drop += 1;
+    }
+    records.drain(..drop);
 }
 
 /// Whether the control listener drained the outbox at or after `since_ms`.
@@ -233,4 +277,19 @@ fn update_registry(host: &dyn Host, change: impl Fn(&mut Vec<String>)) -> bool {
         Ok::<_, ()>(names.join("\n"))
     })
     .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_relayed_log_drops_its_oldest_records_first() {
+        let pod = crate::test_support::pod("10.0.0.1:8000");
+        let mut log: Vec<PrefixRecord> = (0..4).map(|i| PrefixRecord::blocks(pod, vec![i; 10])).collect();
+        keep_newest(&mut log, 25);
+        assert_eq!(log.iter().map(|r| r.hashes[0]).collect::<Vec<_>>(), [2, 3]);
+        keep_newest(&mut log, 20);
+        assert_eq!(log.len(), 2, "at the bound nothing goes");
+    }
 }
