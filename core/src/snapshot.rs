@@ -99,6 +99,9 @@ pub struct PodSignals {
     /// Requests the pod starts per second, learned likewise.
     #[serde(default)]
     pub request_rate_per_s: Option<f64>,
+    /// How long a request holds a batch slot, prefill and decode, learned likewise.
+    #[serde(default)]
+    pub slot_hold_ms: Option<f64>,
 }
 
 impl PodSignals {

@@ -12,7 +12,9 @@
 //!   prefill, and when it exceeds one the engine was prefilling all interval long;
 //! - decode step time = Δ(inter-token latency sum) / Δ(inter-token latency count);
 //! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests);
-//! - request rate = Δ(prefilled requests) / Δ(scrape time).
+//! - request rate = Δ(prefilled requests) / Δ(scrape time);
+//! - slot hold = Δ(inference time sum) / Δ(inference time count): how long a request
+//!   holds a batch slot, prefill and decode (vLLM's `request_inference_time_seconds`).
 //!
 //! Deltas are taken over a window of about two seconds, not one scrape: a prefill's time
 //! is counted when it ends, so a 100 ms interval would credit a 400 ms prefill to the
@@ -41,6 +43,9 @@ pub struct Counters {
     pub prefilled_requests: Option<f64>,
     pub itl_seconds: Option<f64>,
     pub itl_count: Option<f64>,
+    /// Time finished requests spent running (prefill and decode), and how many.
+    pub inference_seconds: Option<f64>,
+    pub inference_requests: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -62,6 +67,7 @@ pub struct RateLearner {
     prefill_tokens_per_s: Ewma,
     decode_step_ms: Ewma,
     mean_prompt_tokens: Ewma,
+    slot_hold_ms: Ewma,
     /// Where the current disjoint window of the overhead fit began.
     fit_from: Option<(Counters, f64)>,
     prefill_fit: PrefillFit,
@@ -136,6 +142,15 @@ impl RateLearner {
                 self.decode_step_ms.update(1000.0 * seconds / count);
             }
         }
+        let inference = (
+            delta(now.inference_seconds, before.inference_seconds),
+            delta(now.inference_requests, before.inference_requests),
+        );
+        if let (Some(seconds), Some(count)) = inference {
+            if count > 0.0 {
+                self.slot_hold_ms.update(1000.0 * seconds / count);
+            }
+        }
     }
 
     /// Closes the overhead fit's window once it spans [`WINDOW_S`]: disjoint windows,
@@ -166,6 +181,7 @@ impl RateLearner {
         signals.decode_step_ms = self.decode_step_ms.0;
         signals.mean_prompt_tokens = self.mean_prompt_tokens.0;
         signals.request_rate_per_s = self.request_rate_per_s.0;
+        signals.slot_hold_ms = self.slot_hold_ms.0;
     }
 }
 
@@ -183,6 +199,8 @@ mod tests {
             prefilled_requests: Some(requests),
             itl_seconds: Some(itl_s),
             itl_count: Some(itl_n),
+            inference_seconds: None,
+            inference_requests: None,
         }
     }
 
@@ -285,5 +303,21 @@ mod tests {
         learner.apply(&mut s);
         // 10,000 then 5,000 tokens/s: 10,000 + 0.2 × (5,000 − 10,000) = 9,000.
         assert!((s.prefill_tokens_per_s.unwrap() - 9_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_slot_is_held_for_the_requests_prefill_and_decode() {
+        let with_inference = |seconds, requests| Counters {
+            inference_seconds: Some(seconds),
+            inference_requests: Some(requests),
+            ..counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        };
+        let mut learner = RateLearner::default();
+        learner.observe(with_inference(100.0, 10.0), 0.0);
+        // 4 requests finished in the window, having run 18 s in all.
+        learner.observe(with_inference(118.0, 14.0), 2.0);
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!(s.slot_hold_ms, Some(4_500.0));
     }
 }

@@ -140,6 +140,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
             decode_step_ms: signals.decode_step_ms,
             mean_prompt_tokens: signals.mean_prompt_tokens,
             request_rate_per_s: signals.request_rate_per_s,
+            slot_hold_ms: signals.slot_hold_ms,
         },
         has_metrics: true,
         ttft_factor: inputs.ttft_factor,

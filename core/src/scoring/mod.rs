@@ -73,6 +73,7 @@ pub struct LearnedRates {
     pub decode_step_ms: Option<f64>,
     pub mean_prompt_tokens: Option<f64>,
     pub request_rate_per_s: Option<f64>,
+    pub slot_hold_ms: Option<f64>,
 }
 
 /// What the router believes about one pod at decision time.

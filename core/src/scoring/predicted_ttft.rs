@@ -7,7 +7,8 @@
 //! queue_ms     = max(1000 × ahead / rate, kv_wait_ms)
 //! ttft_ms      = queue_ms + 1000 × (prompt_tokens − cached_tokens) / rate + step
 //!              + adapter_load_ms + unknown_pod_penalty_ms
-//! kv_wait_ms   = (waiting + 1) × output_tokens × step / max(running, 1)
+//! hold         = learned slot_hold_ms, else output_tokens × step
+//! kv_wait_ms   = (waiting + 1) × hold / max(running, 1)
 //!                only when our uncached tokens do not fit the pod's free KV cache
 //! utilization  = min(request_rate × mean_prompt_tokens / rate, 0.9)
 //! impact_ms    = 1000 × request_rate × own_prefill_s² / (1 − utilization)
@@ -23,11 +24,22 @@
 //! what their first tokens took.
 //!
 //! A pod whose free KV cache cannot take our prompt admits it only when running
-//! requests finish and free theirs: with `running` requests each decoding about
-//! `output_tokens` steps, one finishes every `output_tokens × step / running` on
-//! average, and the `waiting` requests ahead of ours take the first ones. This
-//! replaces a hard KV threshold, which, between two scrapes, sends every request to
-//! the one pod still under it, however long its queue.
+//! requests finish and free theirs: with `running` requests each holding its slot for
+//! `hold` (prefill and decode, as the pod's counters say, or `output_tokens` steps),
+//! one finishes every `hold / running` on average, and the `waiting` requests ahead of
+//! ours take the first ones. This replaces a hard KV threshold, which, between two
+//! scrapes, sends every request to the one pod still under it, however long its queue.
+//! The learned hold matters where answers are short: part 3's real vLLM pods answer 32
+//! tokens at about 100 ms a step, so a slot is held about 3.5 s, not the 25.6 s of 256
+//! default steps (BENCHMARKS.md part 3: TTFT p90 at 2 req/s 2,198 → 1,394 ms in one
+//! run each).
+//!
+//! The same wait applies to a pod whose batch slots (`--max-num-seqs`) are all taken,
+//! with the KV cache not full. Pricing it (with the limit configured per pool) was
+//! measured and dropped: on part 3's pods, 4 slots each on shared CPUs, it moved
+//! requests off their prefix's pod whenever a slot was seconds away, and the copies'
+//! cold prefills cost every pod more than the waits they avoided (TTFT p90 6.3 s
+//! against 1.4 s, prefix hit rate 44.5% against 72.8%).
 //!
 //! The prefill work ahead of ours (FCFS) is what the pod reports waiting, or, when more,
 //! the uncached tokens this gateway sent that have not had their first token yet: a
@@ -116,7 +128,8 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let own = (shape.prompt_tokens - cached).max(1.0);
     let pending = if c.pending_prefill_tokens.is_finite() { c.pending_prefill_tokens.max(0.0) } else { 0.0 };
     let ahead = (waiting * mean_prompt).max(pending);
-    let kv_wait_ms = kv_wait_ms(c, own, pending, waiting, step_ms, defaults);
+    let hold_ms = positive(c.learned.slot_hold_ms, defaults.output_tokens * step_ms);
+    let kv_wait_ms = kv_wait_ms(c, own, pending, waiting, hold_ms);
     let queue_ms = (1000.0 * ahead / rate).max(kv_wait_ms);
     let prefill_ms = 1000.0 * own / rate + step_ms;
     let adapter_ms = match c.adapter {
@@ -175,7 +188,7 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
 /// The wait for running requests to free KV room for `own` more tokens; 0 when the
 /// pod's free cache, less the prefill this gateway has sent it, holds them. Without a
 /// known size, a use above the threshold counts as full.
-fn kv_wait_ms(c: &Candidate, own: f64, pending: f64, waiting: f64, step_ms: f64, defaults: &CostDefaults) -> f64 {
+fn kv_wait_ms(c: &Candidate, own: f64, pending: f64, waiting: f64, hold_ms: f64) -> f64 {
     let full = match (c.kv_free_tokens, c.kv_cache_usage) {
         (Some(free), _) => free.is_finite() && own > free - pending,
         (None, Some(usage)) => usage > KV_FULL_USAGE || usage.is_nan(),
@@ -185,7 +198,7 @@ fn kv_wait_ms(c: &Candidate, own: f64, pending: f64, waiting: f64, step_ms: f64,
         return 0.0;
     }
     let running = if c.running.is_finite() { c.running.max(1.0) } else { 1.0 };
-    (waiting + 1.0) * defaults.output_tokens * step_ms / running
+    (waiting + 1.0) * hold_ms / running
 }
 
 #[cfg(test)]
@@ -344,5 +357,18 @@ mod tests {
         assert!(cost(&unknown, 100.0) > cost(&candidate(2, 0.0, 0.0, None), 100.0));
         let nan = candidate(3, f64::NAN, 0.0, None);
         assert!(cost(&nan, 100.0) > cost(&candidate(4, 1000.0, 0.0, None), 100.0));
+    }
+
+    #[test]
+    fn a_full_cache_frees_room_as_fast_as_the_pods_requests_end() {
+        // 4 running, 1 waiting, a full cache: two must finish before ours fits.
+        let full = |hold_ms: Option<f64>| {
+            let mut c = candidate(1, 1.0, 4.0, Some(0.99));
+            c.learned.slot_hold_ms = hold_ms;
+            predicted_ttft(&c, &shape(1_000.0), &CostDefaults::default(), Profile::Latency).kv_wait_ms
+        };
+        assert!((full(Some(4_000.0)) - 2.0 * 4_000.0 / 4.0).abs() < 1e-9, "the pod's own requests run 4 s");
+        // Not learned: 256 default steps of 20 ms each.
+        assert!((full(None) - 2.0 * 256.0 * 20.0 / 4.0).abs() < 1e-9);
     }
 }

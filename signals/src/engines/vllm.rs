@@ -35,6 +35,8 @@ fn counters(samples: &[Sample]) -> Counters {
             .or_else(|| sum(samples, "vllm:time_per_output_token_seconds_sum")),
         itl_count: sum(samples, "vllm:inter_token_latency_seconds_count")
             .or_else(|| sum(samples, "vllm:time_per_output_token_seconds_count")),
+        inference_seconds: sum(samples, "vllm:request_inference_time_seconds_sum"),
+        inference_requests: sum(samples, "vllm:request_inference_time_seconds_count"),
     }
 }
 
@@ -81,6 +83,8 @@ mod tests {
         assert_eq!(scraped.counters.prompt_tokens, Some(66.0));
         assert_eq!(scraped.counters.prefilled_requests, Some(2.0));
         assert_eq!(scraped.counters.itl_count, Some(598.0));
+        assert_eq!(scraped.counters.inference_requests, Some(2.0));
+        assert!(scraped.counters.inference_seconds.is_some_and(|s| (s - 3.5717).abs() < 1e-4));
     }
 
     #[test]
