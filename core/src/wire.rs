@@ -76,11 +76,12 @@ pub mod shared_data {
     /// When the control listener last drained the outbox (8 bytes, little-endian Unix
     /// ms): routers stop filling it when no agent has asked for a while.
     pub const OUTBOX_DRAINED_AT: &str = "infergate.outbox-drained-at";
-    /// The other replicas' newest prefix records as the control listener relayed them
-    /// (MessagePack, oldest first, bounded): a router worker applies them when it joins
-    /// the prefix peers at its first request, since records relayed before then reached
-    /// no queue of its.
-    pub const RELAYED_PREFIXES: &str = "infergate.relayed-prefixes";
+    /// The replica's newest prefix records, its workers' and those the control listener
+    /// relayed from the other replicas: the number of batches kept (8 bytes,
+    /// little-endian), and each batch in a ring under `infergate.recent-prefixes.<slot>`.
+    /// A router worker applies them when it joins the prefix peers at its first
+    /// request, since records sent before then reached no queue of its.
+    pub const RECENT_PREFIXES: &str = "infergate.recent-prefixes";
 }
 
 /// Envoy shared queues, named under the plugins' common `vm_id`.

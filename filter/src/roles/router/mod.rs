@@ -22,7 +22,7 @@ use crate::host::Host;
 use crate::host::events::{RootEvents, StreamEvents};
 use crate::roles::front::FrontStream;
 use crate::roles::front::intake::reply_error;
-use crate::shared::{generation, peer_load};
+use crate::shared::{generation, peer_load, recent_prefixes};
 use flow::FlowGate;
 use ledger::SharedLedger;
 use metrics::{FlowMetrics, PoolMetrics, RouterMetrics};
@@ -169,16 +169,16 @@ impl RouterShared {
         }
     }
 
-    /// Applies the other replicas' records that the control listener relayed before
-    /// this worker joined the prefix peers.
-    fn apply_relayed(&self) {
-        let records = peers::relayed(&*self.host);
+    /// Applies the prefix records sent before this worker joined the prefix peers: its
+    /// replica's other workers' and the other replicas' ([`recent_prefixes`]).
+    fn apply_recent(&self) {
+        let records = recent_prefixes::read(&*self.host);
         if records.is_empty() {
             return;
         }
         if let Ok(mut router) = self.router.try_borrow_mut() {
             records.iter().for_each(|r| router.record_peer(r));
-            log::debug!("infergate router: applied {} relayed prefix records at joining", records.len());
+            log::debug!("infergate router: applied {} recent prefix records at joining", records.len());
         }
     }
 
@@ -225,10 +225,10 @@ impl RootEvents for Rc<RouterShared> {
     }
 
     /// A request arrived on this worker: its queue joins the prefix peers, once, and
-    /// the other replicas' records relayed before then are applied.
+    /// the records sent before then are applied.
     fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents> {
         if self.peers.join() {
-            self.apply_relayed();
+            self.apply_recent();
         }
         Box::new(FrontStream::new(RouterRequest::new(Rc::clone(self), context_id)))
     }

@@ -10,6 +10,9 @@
 //! a conversation's next turn finds its prefix on any worker; under load the rest wait
 //! at most `FLUSH_PERIOD_MS` for this worker's tick.
 //!
+//! A worker joins at its first request, so each batch is also kept in shared data
+//! ([`recent_prefixes`]) for the workers that join later.
+//!
 //! The registry also lists the replica's outbox ([`OUTBOX`]), which the control
 //! listener drains for the other replicas at each snapshot push. Records go there only
 //! while pushes drain it: with the agent gone, they would pile up in Envoy's memory.
@@ -19,10 +22,11 @@ use std::rc::Rc;
 
 use infergate_core::prefix::PrefixRecord;
 use infergate_core::wire::queue::{OUTBOX, PREFIX_PREFIX};
-use infergate_core::wire::shared_data::{OUTBOX_DRAINED_AT, PREFIX_PEERS, RELAYED_PREFIXES};
+use infergate_core::wire::shared_data::{OUTBOX_DRAINED_AT, PREFIX_PEERS};
 
 use super::metrics::PeerMetrics;
 use crate::host::Host;
+use crate::shared::recent_prefixes;
 
 /// Queue names kept in the registry; older ones (reloaded VMs) drop off.
 const MAX_PEERS: usize = 64;
@@ -30,9 +34,6 @@ const MAX_PEERS: usize = 64;
 pub const FLUSH_PERIOD_MS: u64 = 5;
 /// Hashes that make a batch go at once.
 const FLUSH_HASHES: usize = 8_192;
-/// Hashes of the other replicas' newest records kept for workers that join later:
-/// about 87 prompts of 6,000 characters in the default 64-character blocks.
-const RELAYED_MAX_HASHES: usize = 8_192;
 /// The outbox is filled only if a push drained it this recently: ten default
 /// intervals, so a slow push or two do not lose records.
 const OUTBOX_MAX_IDLE_MS: u64 = 1_000;
@@ -73,7 +74,8 @@ impl PrefixPeers {
     /// Registers this worker's queue and lists it for the others, once: called for
     /// every request, so that only workers that serve requests receive records
     /// (Envoy's main thread runs the plugin too, and never routes). True the first
-    /// time: the caller then applies the records relayed before ([`relayed`]).
+    /// time: the caller then applies the records sent before
+    /// ([`recent_prefixes::read`]).
     pub fn join(&self) -> bool {
         if self.joined.replace(true) {
             return false;
@@ -133,11 +135,11 @@ impl PrefixPeers {
         if pending.is_empty() {
             return;
         }
-        let message = PrefixRecord::encode_all(&pending);
-        pending.clear();
+        let batch = std::mem::take(&mut *pending);
         drop(pending);
         self.last_flush_ms.set(now_ms);
-        self.broadcast(&message, now_ms);
+        self.broadcast(&PrefixRecord::encode_all(&batch), now_ms);
+        keep_for_late_joiners(&*self.host, &batch);
     }
 
     /// Enqueues `message` on every other worker's queue, and on the outbox if a push
@@ -198,41 +200,19 @@ fn send_to_workers(host: &dyn Host, vm_id: &str, message: &[u8]) -> usize {
 }
 
 /// Hands the other replicas' `records` to this replica's router workers: now to every
-/// listed worker's queue, and through the relayed log to each worker that joins later.
-/// A worker joins at its first request, so without the log a replica whose workers had
-/// served nothing lost every record relayed to it, and a conversation's next turn there
-/// missed the pod its first turn warmed elsewhere. Returns how many workers got them now.
+/// listed worker's queue, and through the recent records to each worker that joins
+/// later. Returns how many workers got them now.
 pub(crate) fn relay_to_workers(host: &dyn Host, vm_id: &str, records: &[PrefixRecord]) -> usize {
     let workers = send_to_workers(host, vm_id, &PrefixRecord::encode_all(records));
-    let kept = host.update_shared_data(RELAYED_PREFIXES, |current| {
-        let mut log = current.and_then(PrefixRecord::decode_all).unwrap_or_default();
-        log.extend_from_slice(records);
-        keep_newest(&mut log, RELAYED_MAX_HASHES);
-        Ok::<_, ()>(PrefixRecord::encode_all(&log))
-    });
-    if kept.is_err() {
-        log::warn!("infergate control: cannot keep the relayed prefix records for workers that join later");
-    }
+    keep_for_late_joiners(host, records);
     workers
 }
 
-/// The relayed log, oldest first: what a worker applies when it joins.
-pub(crate) fn relayed(host: &dyn Host) -> Vec<PrefixRecord> {
-    host.shared_value(RELAYED_PREFIXES).and_then(|bytes| PrefixRecord::decode_all(&bytes)).unwrap_or_default()
-}
-
-/// Drops the oldest records until at most `max_hashes` hashes are left.
-fn keep_newest(records: &mut Vec<PrefixRecord>, max_hashes: usize) {
-    let mut total: usize = records.iter().map(|r| r.hashes.len()).sum();
-    let mut drop = 0;
-    for record in records.iter() {
-        if total <= max_hashes {
-            break;
-        }
-        total -= record.hashes.len();
-        drop += 1;
+/// Keeps a batch sent to the workers now for the workers that join later.
+fn keep_for_late_joiners(host: &dyn Host, batch: &[PrefixRecord]) {
+    if recent_prefixes::keep(host, batch).is_err() {
+        log::warn!("infergate: cannot keep the newest prefix records for workers that join later");
     }
-    records.drain(..drop);
 }
 
 /// Whether the control listener drained the outbox at or after `since_ms`.
@@ -277,19 +257,4 @@ fn update_registry(host: &dyn Host, change: impl Fn(&mut Vec<String>)) -> bool {
         Ok::<_, ()>(names.join("\n"))
     })
     .is_ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_relayed_log_drops_its_oldest_records_first() {
-        let pod = crate::test_support::pod("10.0.0.1:8000");
-        let mut log: Vec<PrefixRecord> = (0..4).map(|i| PrefixRecord::blocks(pod, vec![i; 10])).collect();
-        keep_newest(&mut log, 25);
-        assert_eq!(log.iter().map(|r| r.hashes[0]).collect::<Vec<_>>(), [2, 3]);
-        keep_newest(&mut log, 20);
-        assert_eq!(log.len(), 2, "at the bound nothing goes");
-    }
 }

@@ -3,6 +3,7 @@ use infergate_core::wire::{header, queue, shared_data};
 
 use crate::host::events::Flow;
 use crate::host::fake::take_logs;
+use crate::roles::router::peers::FLUSH_PERIOD_MS;
 use crate::shared::words;
 use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
 
@@ -191,6 +192,37 @@ fn a_prefix_recorded_on_one_worker_routes_the_next_turn_on_another() {
         next.end();
     }
     assert!(gateway.envoy.stat("infergate.pool.llama.prefix_hits") >= 3);
+}
+
+/// Regression: a worker joins the prefix peers at its first request, so the records
+/// the others sent before then reached no queue of its, and a conversation's next turn
+/// that was an idle worker's first request (a new connection) missed its pod. The real
+/// vLLM end-to-end test failed that way in CI.
+#[test]
+fn a_workers_first_request_finds_the_prefixes_the_others_recorded_before() {
+    let gateway = Gateway::new(2, false);
+    assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let prompts: Vec<String> = (0..3).map(|i| long_prompt(&format!("conversation {i}"))).collect();
+    let mut pods = Vec::new();
+    for prompt in &prompts {
+        // Past the batching period, so that each first turn's record leaves at once.
+        gateway.envoy.advance_ms(FLUSH_PERIOD_MS);
+        let (mut first, pod) = gateway.route(0, prompt);
+        let pod = pod.unwrap_or_default();
+        first.respond(&pod, 200, "application/json", &[b"{}"]);
+        first.end();
+        pods.push(pod);
+    }
+    assert_eq!(gateway.envoy.deliver(), 0, "worker 1 has not joined: no queue got the records");
+    let mut distinct = pods.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert!(distinct.len() > 1, "the first turns spread over the pods: {pods:?}");
+    for (i, (prompt, pod)) in prompts.iter().zip(&pods).enumerate() {
+        let (mut next, chosen) = gateway.route(1, &format!("{prompt} next turn"));
+        assert_eq!(chosen.as_deref(), Some(pod.as_str()), "conversation {i}");
+        next.end();
+    }
 }
 
 #[test]
