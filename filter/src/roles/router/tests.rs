@@ -2,7 +2,7 @@ use infergate_core::snapshot::PodSignals;
 use infergate_core::wire::{header, queue, shared_data};
 
 use crate::host::events::Flow;
-use crate::host::fake::take_logs;
+use crate::host::fake::{Stream, take_logs};
 use crate::roles::router::peers::FLUSH_PERIOD_MS;
 use crate::shared::words;
 use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
@@ -204,20 +204,23 @@ fn a_workers_first_request_finds_the_prefixes_the_others_recorded_before() {
     assert_eq!(gateway.push_snapshot(&snapshot(1, gateway.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
     let prompts: Vec<String> = (0..3).map(|i| long_prompt(&format!("conversation {i}"))).collect();
     let mut pods = Vec::new();
+    let mut firsts = Vec::new();
     for prompt in &prompts {
         // Past the batching period, so that each first turn's record leaves at once.
         gateway.envoy.advance_ms(FLUSH_PERIOD_MS);
         let (mut first, pod) = gateway.route(0, prompt);
         let pod = pod.unwrap_or_default();
+        // Still in flight when the next conversation starts, so each takes an idle pod.
         first.respond(&pod, 200, "application/json", &[b"{}"]);
-        first.end();
+        firsts.push(first);
         pods.push(pod);
     }
+    firsts.iter_mut().for_each(Stream::end);
     assert_eq!(gateway.envoy.deliver(), 0, "worker 1 has not joined: no queue got the records");
     let mut distinct = pods.clone();
     distinct.sort();
     distinct.dedup();
-    assert!(distinct.len() > 1, "the first turns spread over the pods: {pods:?}");
+    assert_eq!(distinct.len(), 3, "the first turns took one pod each: {pods:?}");
     for (i, (prompt, pod)) in prompts.iter().zip(&pods).enumerate() {
         let (mut next, chosen) = gateway.route(1, &format!("{prompt} next turn"));
         assert_eq!(chosen.as_deref(), Some(pod.as_str()), "conversation {i}");
