@@ -77,6 +77,13 @@ fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
     Some(now? - before?)
 }
 
+/// A histogram's mean over the window in milliseconds, from the deltas of its seconds
+/// sum and its count; none when nothing was counted.
+fn mean_ms(seconds: Option<f64>, count: Option<f64>) -> Option<f64> {
+    let (seconds, count) = (seconds?, count?);
+    (count > 0.0).then(|| 1000.0 * seconds / count)
+}
+
 /// Prompt tokens served from the prefix cache between two samples, of `prompt` in all;
 /// 0 when the engine says nothing about its cache.
 fn cached(now: &Counters, before: &Counters, prompt: f64) -> f64 {
@@ -135,21 +142,12 @@ impl RateLearner {
                     Some(self.request_rate_per_s.0.map_or(sample, |v| v + ALPHA * (sample - v)));
             }
         }
-        if let (Some(seconds), Some(count)) =
-            (delta(now.itl_seconds, before.itl_seconds), delta(now.itl_count, before.itl_count))
-        {
-            if count > 0.0 {
-                self.decode_step_ms.update(1000.0 * seconds / count);
-            }
+        if let Some(ms) = mean_ms(delta(now.itl_seconds, before.itl_seconds), delta(now.itl_count, before.itl_count)) {
+            self.decode_step_ms.update(ms);
         }
-        let inference = (
-            delta(now.inference_seconds, before.inference_seconds),
-            delta(now.inference_requests, before.inference_requests),
-        );
-        if let (Some(seconds), Some(count)) = inference {
-            if count > 0.0 {
-                self.slot_hold_ms.update(1000.0 * seconds / count);
-            }
+        let inference_seconds = delta(now.inference_seconds, before.inference_seconds);
+        if let Some(ms) = mean_ms(inference_seconds, delta(now.inference_requests, before.inference_requests)) {
+            self.slot_hold_ms.update(ms);
         }
     }
 

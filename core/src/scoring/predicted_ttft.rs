@@ -30,9 +30,9 @@
 //! ours take the first ones. This replaces a hard KV threshold, which, between two
 //! scrapes, sends every request to the one pod still under it, however long its queue.
 //! The learned hold matters where answers are short: part 3's real vLLM pods answer 32
-//! tokens at about 100 ms a step, so a slot is held about 3.5 s, not the 25.6 s of 256
-//! default steps (BENCHMARKS.md part 3: TTFT p90 at 2 req/s 2,198 → 1,394 ms in one
-//! run each).
+//! tokens at about 100 ms a step, so a slot is held for 32 steps and a prefill, not
+//! for the 256 default steps (25.6 s) assumed before (BENCHMARKS.md part 3: TTFT p90 at
+//! 2 req/s 2,198 → 1,394 ms in one run each).
 //!
 //! The same wait applies to a pod whose batch slots (`--max-num-seqs`) are all taken,
 //! with the KV cache not full. Pricing it (with the limit configured per pool) was

@@ -14,7 +14,7 @@
 //! little-endian sequence number and then the batch's records, and the head
 //! `infergate.recent-prefixes`, the number of batches written (a generation). Writing is
 //! a compare-and-swap of the 8-byte head and one plain write of a slot, with no read or
-//! decoding of the others: about what one more peer queue costs, without its wake-up.
+//! decoding of the others, and wakes no worker (its cost per request was not measured).
 //! A reader takes a slot only if it holds the sequence expected there, so a slot
 //! overwritten, or not yet written, meanwhile is skipped rather than misread.
 
@@ -26,10 +26,10 @@ use crate::host::{Host, UpdateError};
 
 /// Batches kept: the newest 128 batches, which at low load, where one worker may
 /// stay idle, are the newest 128 requests.
-pub const SLOTS: u64 = 128;
+const SLOTS: u64 = 128;
 /// Hashes kept of one batch, its newest records first: a batch made under load holds
 /// up to 8,192, and the ring stays within 128 × 1,024 hashes, about 1.2 MB.
-pub const SLOT_MAX_HASHES: usize = 1_024;
+const SLOT_MAX_HASHES: usize = 1_024;
 
 fn slot_key(sequence: u64) -> String {
     format!("{RECENT_PREFIXES}.{}", sequence % SLOTS)
