@@ -1,20 +1,22 @@
 //! Micro-benchmarks of the filter's per-request work, natively (the filter runs the same
 //! `infergate-core` code compiled to wasm32, where V8 is slower by a constant factor):
-//! body parsing and model extraction, prompt block hashing, one routing decision at
-//! 4 to 256 pods, and decoding a snapshot of 8 to 512 pods.
+//! body parsing and model extraction, hashing a whole prompt into its prefix keys, one
+//! routing decision at 4 to 256 pods and at prompts of 4 KiB to 4 MiB, and decoding a
+//! snapshot of 8 to 512 pods.
 
 use std::net::SocketAddr;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use infergate_bench::datapath::chat_body;
-use infergate_core::config::RoutingConfig;
+use infergate_core::config::{PrefixSettings, RoutingConfig};
 use infergate_core::endpoint::Endpoint;
-use infergate_core::prefix::prompt_block_hashes;
+use infergate_core::prefix::PromptHashes;
 use infergate_core::request::{RequestScanner, ScanOutcome, parse_request};
 use infergate_core::router::{LocalLedger, Router};
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 
-const BODIES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024];
+const BODIES: [usize; 6] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 1024, 4096 * 1024];
+const PROMPTS: [usize; 5] = [4096, 64 * 1024, 256 * 1024, 1024 * 1024, 4096 * 1024];
 const POD_COUNTS: [usize; 4] = [4, 16, 64, 256];
 
 fn endpoint(i: usize) -> Endpoint {
@@ -58,19 +60,19 @@ fn parsing(c: &mut Criterion) {
         let body = chat_body(size, 7);
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
-            b.iter(|| parse_request(body).map(|r| r.prompt.len()))
+            b.iter(|| parse_request(body, &PrefixSettings::default()).map(|r| r.prompt.len()))
         });
     }
     group.finish();
-    // The filter's path: the same bodies in Envoy-sized 16 KiB chunks, the prompt kept
-    // as far as prefix hashing reads (64 × 256 bytes).
+    // The filter's path: the same bodies in Envoy-sized 16 KiB chunks, each prompt
+    // hashed whole as it streams.
     let mut group = c.benchmark_group("request_scanner");
     for size in BODIES {
         let body = chat_body(size, 7);
         group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
             b.iter(|| {
-                let mut scanner = RequestScanner::new(64 * 256);
+                let mut scanner = RequestScanner::new(&PrefixSettings::default());
                 body.chunks(16 * 1024).for_each(|chunk| scanner.feed(chunk));
                 match scanner.finish() {
                     ScanOutcome::Read(request) => request.map(|r| r.prompt.len()).ok(),
@@ -83,12 +85,37 @@ fn parsing(c: &mut Criterion) {
 }
 
 fn hashing(c: &mut Criterion) {
-    let mut group = c.benchmark_group("prompt_block_hashes");
-    for size in BODIES {
+    let mut group = c.benchmark_group("prompt_hashes");
+    for size in PROMPTS {
         let prompt = chat_body(size, 7);
         group.throughput(Throughput::Bytes(prompt.len() as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &prompt, |b, prompt| {
-            b.iter(|| prompt_block_hashes(prompt, "m", None, 64, 256).len())
+            b.iter(|| PromptHashes::of_messages(prompt, &PrefixSettings::default()).len())
+        });
+    }
+    group.finish();
+}
+
+/// The lookup and the decision for one hashed prompt, at 8 pods, each pod holding the
+/// prompt's first half (its keys recorded by an earlier decision).
+fn routing_by_prompt(c: &mut Criterion) {
+    let mut group = c.benchmark_group("route_8pods");
+    for size in PROMPTS {
+        let mut router = Router::new(routing(8), 42);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snapshot(8), &ledger);
+        let body = chat_body(size, 7);
+        let request = parse_request(&body, &PrefixSettings::default()).expect("a valid body");
+        let half = parse_request(&chat_body(size / 2, 7), &PrefixSettings::default()).expect("a valid body");
+        for i in 0..8 {
+            router.record_prefix(endpoint(i), &half.prompt.salted("m", None));
+        }
+        group.bench_function(BenchmarkId::from_parameter(size), |b| {
+            b.iter(|| {
+                let decision = router.route(&request, 1_000_050, &mut ledger).expect("routed");
+                router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
+                decision.chosen.endpoint
+            })
         });
     }
     group.finish();
@@ -96,7 +123,7 @@ fn hashing(c: &mut Criterion) {
 
 fn routing_decision(c: &mut Criterion) {
     let mut group = c.benchmark_group("route_4KiB");
-    let request = parse_request(&chat_body(4096, 7)).expect("a valid body");
+    let request = parse_request(&chat_body(4096, 7), &PrefixSettings::default()).expect("a valid body");
     for pods in POD_COUNTS {
         let mut router = Router::new(routing(pods), 42);
         let mut ledger = LocalLedger::default();
@@ -124,5 +151,5 @@ fn snapshot_decoding(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(hot_path, parsing, hashing, routing_decision, snapshot_decoding);
+criterion_group!(hot_path, parsing, hashing, routing_by_prompt, routing_decision, snapshot_decoding);
 criterion_main!(hot_path);

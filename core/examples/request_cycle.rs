@@ -29,11 +29,11 @@ fn main() {
     for i in 0..requests {
         let body = body(i, kib);
         let serde_start = Instant::now();
-        let Ok(parsed) = parse_request(&body) else { return };
+        let Ok(parsed) = parse_request(&body, &router.config().settings.prefix) else { return };
         std::hint::black_box(parsed);
         // The filter's path: Envoy hands the body over in chunks of up to 16 KiB.
         let t0 = Instant::now();
-        let mut scanner = RequestScanner::new(router.config().settings.prefix.hashed_bytes());
+        let mut scanner = RequestScanner::new(&router.config().settings.prefix);
         body.chunks(16 * 1024).for_each(|chunk| scanner.feed(chunk));
         let ScanOutcome::Read(Ok(request)) = scanner.finish() else { return };
         let t1 = Instant::now();
@@ -42,7 +42,7 @@ fn main() {
         let t2 = Instant::now();
         let explanation = decision.explain();
         let t3 = Instant::now();
-        router.record_prefix(decision.chosen.endpoint, &decision.prefix_hashes);
+        router.record_prefix(decision.chosen.endpoint, &decision.prefix);
         let t4 = Instant::now();
         router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
         let t5 = Instant::now();

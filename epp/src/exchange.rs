@@ -165,7 +165,7 @@ impl Exchange {
                 }
                 let early = declared.filter(|_| self.picker.settings.early_decision);
                 let early = early.and_then(|len| usize::try_from(len).ok());
-                let reader = BodyReader::new(self.picker.prompt_cap(), limit, early);
+                let reader = BodyReader::new(&self.picker.prefix_settings(), limit, early);
                 self.phase = Phase::Body { reader, held: Vec::new() };
                 Vec::new()
             }
@@ -191,7 +191,7 @@ impl Exchange {
                     Ok(BodyEvent::ParseWhole) => {
                         self.picker.stats.full_parses.inc();
                         let whole: Vec<u8> = held.iter().flat_map(|chunk| chunk.body.iter().copied()).collect();
-                        match parse_request(&whole) {
+                        match parse_request(&whole, &self.picker.prefix_settings()) {
                             Ok(request) => self.decide(request, reader, held),
                             Err(error) => self.refuse(&error),
                         }

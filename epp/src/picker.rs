@@ -7,8 +7,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use infergate_core::ApiError;
-use infergate_core::config::RoutingConfig;
+use infergate_core::config::{PrefixSettings, RoutingConfig};
 use infergate_core::endpoint::Endpoint;
+use infergate_core::prefix::PrefixChain;
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{LoadLedger, LocalLedger, Router};
 use infergate_core::snapshot::Snapshot;
@@ -93,7 +94,7 @@ pub struct Routed {
     pub model: String,
     pub explanation: Option<String>,
     counted_on: Endpoint,
-    hashes: Vec<u64>,
+    prefix: PrefixChain,
     /// Counted as pending prefill on `counted_on` until the first answer.
     pending_prefill_tokens: Option<u64>,
 }
@@ -119,9 +120,9 @@ impl Picker {
         self.ready.load(Ordering::Relaxed)
     }
 
-    /// How many prompt bytes prefix hashing reads.
-    pub fn prompt_cap(&self) -> usize {
-        self.state().router.config().settings.prefix.hashed_bytes()
+    /// How prompts are hashed for prefix matching.
+    pub fn prefix_settings(&self) -> PrefixSettings {
+        self.state().router.config().settings.prefix
     }
 
     /// Adopts a pushed snapshot if it decodes, validates and is newer than the last.
@@ -157,7 +158,7 @@ impl Picker {
             explanation: self.settings.explain.then(|| decision.explain()),
             counted_on: decision.chosen.endpoint,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
-            hashes: decision.prefix_hashes,
+            prefix: decision.prefix,
             pool: decision.pool,
             model: decision.model,
         })
@@ -171,7 +172,7 @@ impl Picker {
         let State { router, ledger, .. } = &mut *state;
         router.prefill_done(routed.counted_on, tokens, ledger);
         if let Some(pod) = served_by.filter(|pod| *pod != routed.counted_on) {
-            router.record_prefix(pod, &routed.hashes);
+            router.record_prefix(pod, &routed.prefix);
         }
     }
 

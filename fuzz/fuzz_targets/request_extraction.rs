@@ -4,7 +4,7 @@
 //! answers whenever it answers at all.
 #![no_main]
 
-use infergate_core::config::check_model_name;
+use infergate_core::config::{PrefixSettings, check_model_name};
 use infergate_core::request::{RequestScanner, ScanOutcome, parse_request};
 use libfuzzer_sys::fuzz_target;
 
@@ -12,7 +12,8 @@ fuzz_target!(|body: &[u8]| {
     // Where to cut the body and how much prompt to keep follow from its length, so the
     // seeds stay plain request bodies.
     let (cut, cap) = (body.len() % 97 + 1, body.len().wrapping_mul(7) % 300);
-    let whole = parse_request(body);
+    let prefix = PrefixSettings { block_chars: 4, max_blocks: (cap / 4) as u32, ..PrefixSettings::default() };
+    let whole = parse_request(body, &prefix);
     match &whole {
         Ok(request) => {
             assert!(check_model_name(&request.model).is_ok(), "accepted an unsafe model name {:?}", request.model);
@@ -24,14 +25,9 @@ fuzz_target!(|body: &[u8]| {
             assert!(reply["error"]["message"].is_string(), "{reply}");
         }
     }
-    let mut scanner = RequestScanner::new(cap);
+    let mut scanner = RequestScanner::new(&prefix);
     body.chunks(cut).for_each(|chunk| scanner.feed(chunk));
     if let ScanOutcome::Read(scanned) = scanner.finish() {
-        let expected = whole.map(|mut request| {
-            request.prompt_len = request.prompt.len();
-            request.prompt.truncate(cap);
-            request
-        });
-        assert_eq!(scanned, expected, "the scanner disagrees with the whole-body parse");
+        assert_eq!(scanned, whole, "the scanner disagrees with the whole-body parse");
     }
 });

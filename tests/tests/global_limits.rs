@@ -103,7 +103,7 @@ async fn the_admission_estimate_is_corrected_by_the_answers_usage_streamed_or_no
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
-        let charged = parse_request(body.to_string().as_bytes()).unwrap().prompt_tokens();
+        let charged = parse_request(body.to_string().as_bytes(), &Default::default()).unwrap().prompt_tokens();
         let reply = limited.replicas[0].post(&body, &[("authorization", key)]).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         let used =

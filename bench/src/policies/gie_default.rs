@@ -13,7 +13,9 @@
 //!   model name. Walking the blocks in order until one no pod holds, each pod scores the
 //!   blocks it holds. The index is the router's own past choices: right after scheduling
 //!   the chosen pod is recorded as holding all the blocks, in a per-pod LRU whose size is
-//!   the pod's `num_gpu_blocks` metric when the LRU is made (31,250 without it).
+//!   the pod's `num_gpu_blocks` metric when the LRU is made (31,250 without it). The
+//!   blocks are added to the LRU first to last, so a prompt's first block is its least
+//!   recently used and goes first.
 //! - **picker** (`picker/maxscore/picker.go`): each score clamped to [0, 1], weighted and
 //!   summed; the highest total wins, ties at random (shuffle, then a stable sort).
 //!
@@ -35,14 +37,14 @@ const MIN_BLOCK_TOKENS: usize = 64;
 /// `maxPrefixTokensToMatch`: 2,048 blocks of 64 tokens.
 const MAX_PREFIX_TOKENS: usize = 131_072;
 /// `lruCapacityPerServer`, used when the pod does not report `num_gpu_blocks`.
-const DEFAULT_LRU_CAPACITY: usize = 31_250;
+const DEFAULT_LRU_CAPACITY: u64 = 31_250;
 
 pub struct GieDefault {
     index: PrefixIndex,
     rng: fastrand::Rng,
     endpoints: Vec<Endpoint>,
     /// Each pod's LRU size, fixed when its LRU is first made.
-    lru_capacity: Vec<Option<usize>>,
+    lru_capacity: Vec<Option<u64>>,
 }
 
 impl GieDefault {
@@ -61,7 +63,7 @@ impl GieDefault {
         for &hash in hashes {
             let mut held = false;
             for (count, &pod) in matched.iter_mut().zip(&self.endpoints) {
-                if self.index.matched_blocks(pod, &[hash]) == 1 {
+                if self.index.matched_keys(pod, &[hash]) == 1 {
                     *count += 1;
                     held = true;
                 }
@@ -115,10 +117,12 @@ impl Policy for GieDefault {
             })
             .collect();
         let pod = argmax(&totals, &mut self.rng);
-        let capacity = *self.lru_capacity[pod].get_or_insert_with(|| {
-            signals[pod].num_gpu_blocks.filter(|b| *b > 0).map_or(DEFAULT_LRU_CAPACITY, |b| b as usize)
-        });
-        self.index.record(self.endpoints[pod], &hashes, capacity);
+        let capacity = *self.lru_capacity[pod]
+            .get_or_insert_with(|| signals[pod].num_gpu_blocks.filter(|b| *b > 0).unwrap_or(DEFAULT_LRU_CAPACITY));
+        // The index takes a prompt's keys last to first (its start the most recent);
+        // reversed, they go in as the LRU adds them, first to last.
+        let added: Vec<u64> = hashes.iter().rev().copied().collect();
+        self.index.record(self.endpoints[pod], &added, &[], capacity);
         pod
     }
 }

@@ -1,16 +1,16 @@
 //! infergate: the router the Envoy filter runs (`infergate_core::router::Router`), fed
 //! the snapshot the metrics agent would build from each scrape, with its own in-flight
-//! ledger; the router claims a prompt's blocks when it routes it, and the first token
-//! confirms them on the pod that answered. Each first token is compared with the
-//! TTFT the router predicted for it, which the router learns from and the calibration
-//! report reads.
+//! ledger; the router claims a prompt's blocks when it routes it, as the filter does
+//! (which records them again only where a retry moved the request, never here). Each
+//! first token is compared with the TTFT the router predicted for it, which the router
+//! learns from and the calibration report reads.
 
 use std::collections::HashMap;
 
 use infergate_core::ApiError;
 use infergate_core::config::{Criticality, FlowControlSettings};
 use infergate_core::endpoint::Endpoint;
-use infergate_core::prefix::PrefixRecord;
+use infergate_core::prefix::{PrefixChain, PrefixRecord};
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, LocalLedger, Router, Routing};
 
@@ -32,7 +32,7 @@ pub struct Infergate {
 struct Routed {
     /// The pod its counts are on.
     counted_on: Endpoint,
-    hashes: Vec<u64>,
+    prefix: PrefixChain,
     pending_prefill_tokens: u64,
     pool: String,
     /// When it was routed and the TTFT predicted for it, seconds and milliseconds.
@@ -56,7 +56,7 @@ impl Infergate {
     /// The pod index the router chose, or its refusal (a sheddable request to a
     /// saturated pool); the global benchmark asks clusters in turn.
     pub fn route(&mut self, ctx: &PickContext<'_>, criticality: Option<Criticality>) -> Result<usize, ApiError> {
-        let decision = self.router.route(&Self::request(ctx, criticality), ms(ctx.now), &mut self.ledger)?;
+        let decision = self.router.route(&self.request(ctx, criticality), ms(ctx.now), &mut self.ledger)?;
         Ok(self.remember(ctx, decision))
     }
 
@@ -68,7 +68,7 @@ impl Infergate {
         criticality: Criticality,
         flow: &FlowControlSettings,
     ) -> Result<Option<usize>, ApiError> {
-        let request = Self::request(ctx, Some(criticality));
+        let request = self.request(ctx, Some(criticality));
         match self.router.route_or_hold(&request, ms(ctx.now), &mut self.ledger, flow)? {
             Routing::Routed(decision) => Ok(Some(self.remember(ctx, *decision))),
             Routing::Hold { .. } => Ok(None),
@@ -78,17 +78,16 @@ impl Infergate {
     /// The prefix claim request `id`'s decision made, as its replica reports it.
     pub(super) fn claim(&self, id: usize) -> Option<PrefixRecord> {
         let routed = self.routed.get(&id)?;
-        Some(PrefixRecord::blocks(routed.counted_on, routed.hashes.clone()))
+        Some(PrefixRecord::of_chain(routed.counted_on, &routed.prefix))
     }
 
-    fn request(ctx: &PickContext<'_>, criticality: Option<Criticality>) -> InferenceRequest {
+    fn request(&self, ctx: &PickContext<'_>, criticality: Option<Criticality>) -> InferenceRequest {
+        let prefix = &self.router.config().settings.prefix;
         InferenceRequest {
-            model: ctx.request.model.clone(),
             stream: true,
-            prompt: ctx.request.prompt.clone(),
             max_tokens: Some(ctx.request.output_tokens),
             criticality,
-            ..Default::default()
+            ..InferenceRequest::of_text(&ctx.request.model, &ctx.request.prompt, prefix)
         }
     }
 
@@ -98,7 +97,7 @@ impl Infergate {
             ctx.id,
             Routed {
                 counted_on: endpoint,
-                hashes: decision.prefix_hashes,
+                prefix: decision.prefix,
                 pending_prefill_tokens: decision.pending_prefill_tokens,
                 pool: decision.pool,
                 routed_at: ctx.now,
@@ -127,9 +126,11 @@ impl Policy for Infergate {
     }
 
     fn on_first_token(&mut self, id: usize, pod: usize, _request: &BenchRequest, at: f64) {
-        if let (Some(routed), Some(endpoint)) = (self.routed.get(&id), self.endpoints.get(pod)) {
+        if let (Some(routed), Some(&endpoint)) = (self.routed.get(&id), self.endpoints.get(pod)) {
             self.router.prefill_done(routed.counted_on, routed.pending_prefill_tokens, &mut self.ledger);
-            self.router.record_prefix(*endpoint, &routed.hashes);
+            if endpoint != routed.counted_on {
+                self.router.record_prefix(endpoint, &routed.prefix);
+            }
             let observed_ms = (at - routed.routed_at) * 1000.0;
             self.router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
             self.predictions.push(TtftPrediction {

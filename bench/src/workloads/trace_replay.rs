@@ -210,7 +210,8 @@ impl Workload for TraceReplay {
 
 #[cfg(test)]
 mod tests {
-    use infergate_core::prefix::prompt_block_hashes;
+    use infergate_core::config::PrefixSettings;
+    use infergate_core::prefix::PromptHashes;
     use infergate_model_sim::engine::{SimRequest, block_hashes};
 
     use super::*;
@@ -244,8 +245,8 @@ mod tests {
         let (ea, eb) = (block_hashes(a, None, 16), block_hashes(b, None, 16));
         assert_eq!(ea[..64], eb[..64]);
         assert_ne!(ea[64], eb[64]);
-        let (ra, rb) =
-            (prompt_block_hashes(a, BASE_MODEL, None, 64, 256), prompt_block_hashes(b, BASE_MODEL, None, 64, 256));
+        let keys = |text| PromptHashes::of_messages(text, &PrefixSettings::default()).salted(BASE_MODEL, None).keys;
+        let (ra, rb) = (keys(a), keys(b));
         assert_eq!(ra[..64], rb[..64]);
         assert_ne!(ra[64], rb[64]);
     }

@@ -103,7 +103,9 @@ impl Default for Weights {
     }
 }
 
-/// Prefix-affinity hashing and index bounds.
+/// Prefix-affinity hashing and index bounds. A prompt is hashed whole, up to
+/// `block_chars × max_blocks` bytes (64 MiB by default: past any body limit), into a
+/// few hundred keys (`prefix::anchors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -111,7 +113,8 @@ pub struct PrefixSettings {
     /// Characters per hashed block (16 tokens of 4 characters by default).
     #[serde(default = "PrefixSettings::default_block_chars")]
     pub block_chars: u32,
-    /// Blocks hashed per prompt at most; the rest of a longer prompt is ignored.
+    /// Blocks hashed per prompt at most; the rest of a longer prompt is ignored. The
+    /// default reaches past the 8 MiB body limit: every prompt is matched whole.
     #[serde(default = "PrefixSettings::default_max_blocks")]
     pub max_blocks: u32,
     /// Pods the index remembers as holding one block; a popular prefix is replicated
@@ -133,7 +136,7 @@ impl PrefixSettings {
         64
     }
     fn default_max_blocks() -> u32 {
-        1024
+        1 << 20
     }
     fn default_max_owners() -> u32 {
         4

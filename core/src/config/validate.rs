@@ -38,7 +38,7 @@ pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Resu
     let p = &settings.prefix;
     let ranges: [(&'static str, u32, u32, u32); 4] = [
         ("block_chars", p.block_chars, 4, 65_536),
-        ("max_blocks", p.max_blocks, 1, 65_536),
+        ("max_blocks", p.max_blocks, 1, 1 << 24),
         ("max_owners", p.max_owners, 1, 4_096),
         ("default_blocks_per_pod", p.default_blocks_per_pod, 1, 10_000_000),
     ];

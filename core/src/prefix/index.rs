@@ -1,19 +1,27 @@
-//! The per-worker prefix index: for each pod, the block hashes it probably holds, in
-//! least-recently-used order and bounded by the pod's KV capacity; for each block, at
+//! The per-worker prefix index: for each pod, the prefix keys it probably holds, in
+//! least-recently-used order and bounded by the pod's KV capacity; for each key, at
 //! most `max_owners` pods.
 //!
-//! Every answered request records all its blocks (64 for a 4 KiB prompt), so this is
-//! the hottest structure of the filter. One map, from block hash to its owners with the
-//! time each last used it, answers both "does this pod hold this block" and "who to
-//! evict"; block hashes are already xxHash64 outputs, so the map uses them as their own
-//! hash. Each pod's LRU order is an append-only queue in which re-used or stolen blocks
-//! leave stale entries that eviction skips and compaction drops. Owners are pod numbers,
-//! held inline when there is one (unshared blocks are most blocks).
+//! A key stands for a prompt's first blocks (`hashing.rs`), and weighs the blocks
+//! since the key before it (`anchors.rs` spaces keys ever more widely): a pod's
+//! capacity and the room it has left are counted in blocks, whatever the spacing.
 //!
-//! A block a later request matched on a pod is marked reused there: a prefix that
+//! Every routed request records its keys (a few hundred at most), so this is the
+//! hottest structure of the filter. One map, from key to its owners with the time each
+//! last used it, answers both "does this pod hold this prefix" and "who to evict"; keys
+//! are already xxHash64 outputs, so the map uses them as their own hash. A prompt's
+//! keys are recorded from its last to its first, so its start is the most recently
+//! used and a pod forgets a prompt from its tail, as vLLM frees a request's blocks
+//! tail first: what a pod holds of a prompt stays a prefix. The longest prefix a pod
+//! holds is then found by a binary search over the keys, about ten probes for any
+//! length. Each pod's LRU order is an append-only queue in which re-used or stolen
+//! keys leave stale entries that eviction skips and compaction drops. Owners are pod
+//! numbers, held inline when there is one (unshared keys are most keys).
+//!
+//! A key a later request matched on a pod is marked reused there: a prefix that
 //! serves more than one request, as opposed to the tail of one prompt. Each pod counts
-//! its reused blocks, so that the router can tell a cache full of prefixes in use from
-//! one full of old tails, which evicting costs nothing.
+//! the blocks of its reused keys, so that the router can tell a cache full of prefixes
+//! in use from one full of old tails, which evicting costs nothing.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -24,35 +32,38 @@ use smallvec::SmallVec;
 
 use crate::endpoint::Endpoint;
 
-/// Maps keyed by block hashes, which are uniformly distributed already.
+/// Maps keyed by prefix keys, which are uniformly distributed already.
 type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<NoHashHasher<u64>>>;
 
-/// Pods are numbered on first sight; a forgotten pod's number, which no block lists any
+/// Pods are numbered on first sight; a forgotten pod's number, which no key lists any
 /// more, goes to the next new pod, so churn does not grow the index.
 type PodId = u32;
 
-/// One pod holding a block: when it last used it, and whether a later request matched
-/// it there.
+/// One pod holding a key: when it last used it, whether a later request matched it
+/// there, and the blocks it stands for beyond the key before it.
 #[derive(Debug, Clone, Copy)]
 struct Owner {
     pod: PodId,
     reused: bool,
+    weight: u32,
     stamp: u64,
 }
 
-/// Who holds one block.
+/// Who holds one key.
 type Owners = SmallVec<[Owner; 1]>;
 
-/// Stale queue entries allowed beyond one per live block before compacting.
+/// Stale queue entries allowed beyond one per live key before compacting.
 const COMPACT_SLACK: usize = 1024;
 
 #[derive(Debug, Default)]
 struct PodBlocks {
-    /// Blocks this pod owns now.
-    held: usize,
-    /// Of them, blocks a later request matched.
-    reused: usize,
-    /// (stamp, hash), oldest first; an entry is live only while the block's owners list
+    /// Blocks this pod's keys stand for.
+    held: u64,
+    /// Of them, blocks of keys a later request matched.
+    reused: u64,
+    /// Keys this pod owns now.
+    keys: usize,
+    /// (stamp, key), oldest first; an entry is live only while the key's owners list
     /// this pod with this stamp.
     order: VecDeque<(u64, u64)>,
 }
@@ -61,17 +72,34 @@ fn owns(owners: &Owners, id: PodId) -> bool {
     owners.iter().any(|o| o.pod == id)
 }
 
-fn is_live(owners: &HashKeyed<Owners>, id: PodId, stamp: u64, hash: u64) -> bool {
-    owners.get(&hash).is_some_and(|o| o.iter().any(|o| o.pod == id && o.stamp == stamp))
+fn is_live(owners: &HashKeyed<Owners>, id: PodId, stamp: u64, key: u64) -> bool {
+    owners.get(&key).is_some_and(|o| o.iter().any(|o| o.pod == id && o.stamp == stamp))
 }
 
 impl PodBlocks {
-    /// `owner` no longer holds its block.
+    fn gain(&mut self, weight: u32) {
+        self.held += u64::from(weight);
+        self.keys += 1;
+    }
+
+    /// `owner` no longer holds its key.
     fn lose(&mut self, owner: Owner) {
-        self.held = self.held.saturating_sub(1);
+        self.held = self.held.saturating_sub(u64::from(owner.weight));
+        self.keys = self.keys.saturating_sub(1);
         if owner.reused {
-            self.reused = self.reused.saturating_sub(1);
+            self.reused = self.reused.saturating_sub(u64::from(owner.weight));
         }
+    }
+}
+
+/// The blocks key `i` of a prompt stands for beyond key `i − 1`: the step between
+/// their ends, or one block each when the ends are not given (a record of an older
+/// build, whose keys were one per block).
+fn weight(ends: &[u32], i: usize) -> u32 {
+    match (ends.get(i), i.checked_sub(1).and_then(|p| ends.get(p))) {
+        (Some(&end), Some(&before)) => end.saturating_sub(before).max(1),
+        (Some(&end), None) => end.max(1),
+        (None, _) => 1,
     }
 }
 
@@ -99,11 +127,23 @@ impl PrefixIndex {
         }
     }
 
-    /// How many of `hashes`, from the first, `pod` holds: a gap ends the match, as it
-    /// does in the engine's cache.
-    pub fn matched_blocks(&self, pod: Endpoint, hashes: &[u64]) -> usize {
+    /// How many of `keys`, from the first, `pod` holds: the last key it holds in a
+    /// binary search, which assumes (as the tail-first eviction keeps true) that a pod
+    /// holding a key holds the keys before it.
+    pub fn matched_keys(&self, pod: Endpoint, keys: &[u64]) -> usize {
         let Some(&id) = self.ids.get(&pod) else { return 0 };
-        hashes.iter().take_while(|h| self.owners.get(h).is_some_and(|o| owns(o, id))).count()
+        let held = |i: usize| keys.get(i).and_then(|k| self.owners.get(k)).is_some_and(|o| owns(o, id));
+        // Invariant: every key below `low` is taken as held, `high` and above as not.
+        let (mut low, mut high) = (0, keys.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if held(middle) {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
     }
 
     fn id_of(&mut self, pod: Endpoint) -> PodId {
@@ -121,14 +161,14 @@ impl PrefixIndex {
         id
     }
 
-    /// `pod` now holds `hashes` (it just served a prompt made of them), and at most
-    /// `capacity_blocks` blocks in all.
-    pub fn record(&mut self, pod: Endpoint, hashes: &[u64], capacity_blocks: usize) {
+    /// `pod` now holds the prompt whose keys are `keys`, each ending at `ends` (empty:
+    /// one block per key), and at most `capacity_blocks` blocks in all.
+    pub fn record(&mut self, pod: Endpoint, keys: &[u64], ends: &[u32], capacity_blocks: u64) {
         let id = self.id_of(pod);
-        for &hash in hashes {
+        for (i, &key) in keys.iter().enumerate().rev() {
             self.clock += 1;
             let clock = self.clock;
-            let owners = self.owners.entry(hash).or_default();
+            let owners = self.owners.entry(key).or_default();
             if let Some(entry) = owners.iter_mut().find(|o| o.pod == id) {
                 entry.stamp = clock;
             } else {
@@ -141,13 +181,14 @@ impl PrefixIndex {
                         }
                     }
                 }
-                owners.push(Owner { pod: id, reused: false, stamp: clock });
+                let weight = weight(ends, i);
+                owners.push(Owner { pod: id, reused: false, weight, stamp: clock });
                 if let Some(blocks) = self.pods.get_mut(id as usize) {
-                    blocks.held += 1;
+                    blocks.gain(weight);
                 }
             }
             if let Some(blocks) = self.pods.get_mut(id as usize) {
-                blocks.order.push_back((clock, hash));
+                blocks.order.push_back((clock, key));
             }
         }
         self.compact(id);
@@ -157,20 +198,20 @@ impl PrefixIndex {
     /// Drops stale queue entries once they outnumber the live ones.
     fn compact(&mut self, id: PodId) {
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
-        if blocks.order.len() > 2 * blocks.held + COMPACT_SLACK {
+        if blocks.order.len() > 2 * blocks.keys + COMPACT_SLACK {
             let owners = &self.owners;
-            blocks.order.retain(|&(stamp, hash)| is_live(owners, id, stamp, hash));
+            blocks.order.retain(|&(stamp, key)| is_live(owners, id, stamp, key));
         }
     }
 
-    /// Evicts `id`'s least recently used blocks beyond `capacity`.
-    fn trim(&mut self, id: PodId, capacity: usize) {
+    /// Evicts `id`'s least recently used keys until its blocks are within `capacity`.
+    fn trim(&mut self, id: PodId, capacity: u64) {
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
         while blocks.held > capacity {
-            let Some((stamp, hash)) = blocks.order.pop_front() else { break };
-            // One lookup per evicted block: most blocks have one owner, so the entry
+            let Some((stamp, key)) = blocks.order.pop_front() else { break };
+            // One lookup per evicted key: most keys have one owner, so the entry
             // usually goes with it.
-            let Entry::Occupied(mut owners) = self.owners.entry(hash) else { continue };
+            let Entry::Occupied(mut owners) = self.owners.entry(key) else { continue };
             let list = owners.get_mut();
             if let Some(index) = list.iter().position(|o| o.pod == id && o.stamp == stamp) {
                 blocks.lose(list.swap_remove(index));
@@ -185,11 +226,11 @@ impl PrefixIndex {
     pub fn forget(&mut self, pod: Endpoint) {
         let Some(&id) = self.ids.get(&pod) else { return };
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
-        for (_, hash) in blocks.order.drain(..) {
-            if let Some(owners) = self.owners.get_mut(&hash) {
+        for (_, key) in blocks.order.drain(..) {
+            if let Some(owners) = self.owners.get_mut(&key) {
                 owners.retain(|o| o.pod != id);
                 if owners.is_empty() {
-                    self.owners.remove(&hash);
+                    self.owners.remove(&key);
                 }
             }
         }
@@ -198,31 +239,33 @@ impl PrefixIndex {
         self.free.push(id);
     }
 
-    /// A request routed to `pod` matched the first `matched` of `hashes` there: those
-    /// blocks serve more than one request.
-    pub fn mark_reused(&mut self, pod: Endpoint, hashes: &[u64], matched: usize) {
+    /// A request routed to `pod` matched the first `matched` of `keys` there: those
+    /// prefixes serve more than one request.
+    pub fn mark_reused(&mut self, pod: Endpoint, keys: &[u64], matched: usize) {
         let Some(&id) = self.ids.get(&pod) else { return };
         let Some(blocks) = self.pods.get_mut(id as usize) else { return };
-        for hash in hashes.iter().take(matched) {
-            let owner = self.owners.get_mut(hash).and_then(|o| o.iter_mut().find(|o| o.pod == id));
+        for key in keys.iter().take(matched) {
+            let owner = self.owners.get_mut(key).and_then(|o| o.iter_mut().find(|o| o.pod == id));
             if let Some(owner) = owner.filter(|o| !o.reused) {
                 owner.reused = true;
-                blocks.reused += 1;
+                blocks.reused += u64::from(owner.weight);
             }
         }
     }
 
-    pub fn blocks_of(&self, pod: Endpoint) -> usize {
+    /// Blocks `pod` holds.
+    pub fn blocks_of(&self, pod: Endpoint) -> u64 {
         self.ids.get(&pod).and_then(|&id| self.pods.get(id as usize)).map_or(0, |b| b.held)
     }
 
     /// Blocks `pod` holds that a later request matched there.
-    pub fn reused_blocks_of(&self, pod: Endpoint) -> usize {
+    pub fn reused_blocks_of(&self, pod: Endpoint) -> u64 {
         self.ids.get(&pod).and_then(|&id| self.pods.get(id as usize)).map_or(0, |b| b.reused)
     }
 
+    /// Keys held, over all pods.
     pub fn total_entries(&self) -> usize {
-        self.pods.iter().map(|b| b.held).sum()
+        self.pods.iter().map(|b| b.keys).sum()
     }
 
     /// Pods recorded and not forgotten.
@@ -242,105 +285,131 @@ mod tests {
     }
 
     #[test]
-    fn the_match_is_the_strict_longest_prefix() {
+    fn the_match_is_the_longest_held_prefix() {
         let mut index = PrefixIndex::new(4);
-        index.record(pod(1), &[1, 2, 3], 100);
-        assert_eq!(index.matched_blocks(pod(1), &[1, 2, 3, 4]), 3);
-        assert_eq!(index.matched_blocks(pod(1), &[1, 9, 3]), 1, "a gap ends the match");
-        assert_eq!(index.matched_blocks(pod(2), &[1, 2]), 0);
+        index.record(pod(1), &[1, 2, 3], &[], 100);
+        assert_eq!(index.matched_keys(pod(1), &[1, 2, 3, 4]), 3);
+        assert_eq!(index.matched_keys(pod(1), &[1, 9, 3]), 1, "a key not held ends the match");
+        assert_eq!(index.matched_keys(pod(2), &[1, 2]), 0);
+        assert_eq!(index.matched_keys(pod(1), &[]), 0);
     }
 
     #[test]
-    fn a_pod_forgets_its_least_recently_used_blocks_beyond_capacity() {
+    fn a_long_chain_is_matched_in_a_few_probes() {
         let mut index = PrefixIndex::new(4);
-        index.record(pod(1), &[1, 2], 3);
-        index.record(pod(1), &[3, 4], 3);
+        let chain: Vec<u64> = (1..=704).collect();
+        index.record(pod(1), &chain, &[], 1_000_000);
+        let longer: Vec<u64> = (1..=1_000).collect();
+        assert_eq!(index.matched_keys(pod(1), &longer), 704);
+        let diverging: Vec<u64> = (1..=300).chain(5_000..6_000).collect();
+        assert_eq!(index.matched_keys(pod(1), &diverging), 300);
+    }
+
+    #[test]
+    fn a_pod_forgets_the_tail_of_its_oldest_prompt_first() {
+        let mut index = PrefixIndex::new(4);
+        index.record(pod(1), &[1, 2], &[], 3);
+        index.record(pod(1), &[3, 4], &[], 3);
         assert_eq!(index.blocks_of(pod(1)), 3);
-        assert_eq!(index.matched_blocks(pod(1), &[1]), 0, "block 1 was the oldest");
-        assert_eq!(index.matched_blocks(pod(1), &[2]), 1);
+        assert_eq!(index.matched_keys(pod(1), &[1, 2]), 1, "key 2, the oldest prompt's tail, went first");
+        assert_eq!(index.matched_keys(pod(1), &[3, 4]), 2);
+    }
+
+    #[test]
+    fn keys_weigh_the_blocks_they_stand_for() {
+        let mut index = PrefixIndex::new(4);
+        index.record(pod(1), &[1, 2, 3], &[2, 6, 10], 100);
+        assert_eq!((index.blocks_of(pod(1)), index.total_entries()), (10, 3));
+        index.record(pod(1), &[7], &[], 8);
+        assert_eq!(index.blocks_of(pod(1)), 7, "the tail key, 4 blocks, made room for one");
+        assert_eq!(index.matched_keys(pod(1), &[1, 2, 3]), 2);
+        index.mark_reused(pod(1), &[1, 2, 3], 2);
+        assert_eq!(index.reused_blocks_of(pod(1)), 6);
     }
 
     #[test]
     fn a_block_has_at_most_max_owners() {
         let mut index = PrefixIndex::new(2);
         for p in 1..=3 {
-            index.record(pod(p), &[42], 10);
+            index.record(pod(p), &[42], &[], 10);
         }
-        let holders = (1..=3).filter(|&p| index.matched_blocks(pod(p), &[42]) == 1).count();
+        let holders = (1..=3).filter(|&p| index.matched_keys(pod(p), &[42]) == 1).count();
         assert_eq!(holders, 2);
-        assert_eq!(index.matched_blocks(pod(1), &[42]), 0, "the least recent owner was replaced");
+        assert_eq!(index.matched_keys(pod(1), &[42]), 0, "the least recent owner was replaced");
     }
 
     #[test]
-    fn a_block_used_again_is_the_last_evicted() {
+    fn a_prefix_used_again_outlives_the_tails() {
         let mut index = PrefixIndex::new(4);
-        index.record(pod(1), &[1, 2, 3], 3);
-        index.record(pod(1), &[1], 3);
-        index.record(pod(1), &[4], 3);
-        assert_eq!(index.matched_blocks(pod(1), &[1]), 1, "block 1 was used again");
-        assert_eq!(index.matched_blocks(pod(1), &[2]), 0, "block 2 was the least recent");
+        index.record(pod(1), &[1, 2, 3], &[], 3);
+        index.record(pod(1), &[1], &[], 3);
+        index.record(pod(1), &[4], &[], 3);
+        assert_eq!(index.matched_keys(pod(1), &[1, 2]), 2, "the prefix stays");
+        assert_eq!(index.matched_keys(pod(1), &[1, 2, 3]), 2, "key 3, the tail, was the least recent");
     }
 
     #[test]
     fn repeated_hits_do_not_grow_the_eviction_queue_without_bound() {
         let mut index = PrefixIndex::new(4);
         for _ in 0..10_000 {
-            index.record(pod(1), &[1, 2, 3, 4], 100);
+            index.record(pod(1), &[1, 2, 3, 4], &[], 100);
         }
         let blocks = &index.pods[0];
-        assert_eq!(blocks.held, 4);
-        assert!(blocks.order.len() <= 2 * blocks.held + COMPACT_SLACK, "{}", blocks.order.len());
+        assert_eq!(blocks.keys, 4);
+        assert!(blocks.order.len() <= 2 * blocks.keys + COMPACT_SLACK, "{}", blocks.order.len());
     }
 
     #[test]
     fn blocks_a_later_request_matched_count_as_reused_until_evicted() {
         let mut index = PrefixIndex::new(4);
-        index.record(pod(1), &[1, 2, 3], 3);
+        index.record(pod(1), &[1, 2, 3], &[], 3);
         assert_eq!(index.reused_blocks_of(pod(1)), 0, "one prompt's blocks");
         index.mark_reused(pod(1), &[1, 2, 9], 2);
         index.mark_reused(pod(1), &[1, 2, 9], 2);
         index.mark_reused(pod(2), &[1, 2, 9], 2);
         assert_eq!((index.reused_blocks_of(pod(1)), index.reused_blocks_of(pod(2))), (2, 0));
-        // Two new blocks evict the least recently used: 1, then 2.
-        index.record(pod(1), &[3, 7, 8], 3);
+        // Two new blocks evict the least recently used: 3 was used again, so 2, then 1.
+        index.record(pod(1), &[3, 7, 8], &[], 3);
         assert_eq!(index.reused_blocks_of(pod(1)), 0);
     }
 
     #[test]
     fn forgetting_a_pod_removes_its_blocks() {
         let mut index = PrefixIndex::new(4);
-        index.record(pod(1), &[1, 2], 10);
+        index.record(pod(1), &[1, 2], &[], 10);
         index.forget(pod(1));
         assert_eq!(index.total_entries(), 0);
         assert!(index.owners.is_empty());
-        index.record(pod(2), &[1], 10);
+        index.record(pod(2), &[1], &[], 10);
         assert_eq!(index.pods.len(), 1, "pod 2 reuses pod 1's number");
-        assert_eq!(index.matched_blocks(pod(1), &[1]), 0);
-        assert_eq!(index.matched_blocks(pod(2), &[1, 2]), 1);
+        assert_eq!(index.matched_keys(pod(1), &[1]), 0);
+        assert_eq!(index.matched_keys(pod(2), &[1, 2]), 1);
     }
 
     proptest! {
         #[test]
         fn memory_stays_within_each_pods_capacity(
             records in proptest::collection::vec(
-                (0u16..6, proptest::collection::vec(0u64..500, 1..40), proptest::bool::weighted(0.05)),
+                (0u16..6, proptest::collection::vec(0u64..500, 1..40), 1u32..5, proptest::bool::weighted(0.05)),
                 1..200,
             ),
-            capacity in 1usize..64,
+            capacity in 1u64..64,
             max_owners in 1u32..4,
         ) {
             let mut index = PrefixIndex::new(max_owners);
-            for (p, hashes, forget) in &records {
+            for (p, keys, spacing, forget) in &records {
+                let ends: Vec<u32> = (1..=keys.len() as u32).map(|i| i * spacing).collect();
                 if *forget {
                     index.forget(pod(*p));
                     prop_assert_eq!(index.blocks_of(pod(*p)), 0);
                 } else {
                     // Every third prompt is matched where it lands before it is recorded.
-                    let matched = index.matched_blocks(pod(*p), hashes);
-                    if hashes.len() % 3 == 0 {
-                        index.mark_reused(pod(*p), hashes, matched);
+                    let matched = index.matched_keys(pod(*p), keys);
+                    prop_assert!(matched <= keys.len());
+                    if keys.len() % 3 == 0 {
+                        index.mark_reused(pod(*p), keys, matched);
                     }
-                    index.record(pod(*p), hashes, capacity);
+                    index.record(pod(*p), keys, &ends, capacity);
                 }
             }
             prop_assert!(index.pods.len() <= 6, "numbers of forgotten pods are reused");
@@ -348,7 +417,7 @@ mod tests {
                 prop_assert!(index.blocks_of(pod(p)) <= capacity);
             }
             for blocks in &index.pods {
-                prop_assert!(blocks.order.len() <= 2 * blocks.held + COMPACT_SLACK);
+                prop_assert!(blocks.order.len() <= 2 * blocks.keys + COMPACT_SLACK);
             }
             for owners in index.owners.values() {
                 prop_assert!(owners.len() <= max_owners as usize);
@@ -357,9 +426,10 @@ mod tests {
             let from_owners: usize = index.owners.values().map(|o| o.len()).sum();
             prop_assert_eq!(from_owners, index.total_entries());
             for (id, blocks) in index.pods.iter().enumerate() {
-                let owned = index.owners.values().filter(|o| owns(o, id as PodId)).count();
-                prop_assert_eq!(owned, blocks.held);
-                let reused = index.owners.values().flatten().filter(|o| o.pod == id as PodId && o.reused).count();
+                let mine = || index.owners.values().flatten().filter(|o| o.pod == id as PodId);
+                prop_assert_eq!(mine().count(), blocks.keys);
+                prop_assert_eq!(mine().map(|o| u64::from(o.weight)).sum::<u64>(), blocks.held);
+                let reused: u64 = mine().filter(|o| o.reused).map(|o| u64::from(o.weight)).sum();
                 prop_assert_eq!(reused, blocks.reused);
             }
         }

@@ -6,6 +6,7 @@
 
 use super::{Checked, InferenceRequest, RequestScanner, ScanOutcome};
 use crate::api_error::ApiError;
+use crate::config::PrefixSettings;
 
 /// What to do with the body so far.
 #[derive(Debug)]
@@ -37,11 +38,11 @@ pub struct BodyReader {
 }
 
 impl BodyReader {
-    /// `prompt_cap`: prompt bytes to keep for prefix hashing; `early_len`: the declared
-    /// body length, to route before the body ends (`None`: read it whole first).
-    pub fn new(prompt_cap: usize, max_body_bytes: u64, early_len: Option<usize>) -> Self {
+    /// `prefix`: how the prompt is hashed; `early_len`: the declared body length, to
+    /// route before the body ends (`None`: read it whole first).
+    pub fn new(prefix: &PrefixSettings, max_body_bytes: u64, early_len: Option<usize>) -> Self {
         Self {
-            scanner: RequestScanner::new(prompt_cap),
+            scanner: RequestScanner::new(prefix),
             max_body_bytes,
             early_len,
             routed_for: None,
@@ -85,7 +86,7 @@ impl BodyReader {
         if !end {
             return self.early_decision();
         }
-        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(0));
+        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(&PrefixSettings::default()));
         let saw_every_byte = !self.broken && scanner.fed() == self.seen;
         match scanner.finish() {
             ScanOutcome::Read(request) if saw_every_byte => Ok(BodyEvent::Decide { request: request?, early: false }),
@@ -107,7 +108,7 @@ impl BodyReader {
         if !end {
             return Ok(BodyEvent::Pass);
         }
-        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(0));
+        let scanner = std::mem::replace(&mut self.scanner, RequestScanner::new(&PrefixSettings::default()));
         match scanner.finish_routed(&model) {
             Checked::Valid if !self.broken => Ok(BodyEvent::Pass),
             Checked::Valid | Checked::Unverified => Ok(BodyEvent::PassUnverified),
@@ -126,8 +127,13 @@ mod tests {
     }
 
     /// Pushes `body` in 50-byte pieces; returns every event, or the refusal.
+    /// Hashing reads the first 64 bytes of a prompt.
+    fn prefix() -> PrefixSettings {
+        PrefixSettings { block_chars: 16, max_blocks: 4, ..PrefixSettings::default() }
+    }
+
     fn read(body: &[u8], early: bool, max: u64) -> Result<Vec<BodyEvent>, ApiError> {
-        let mut reader = BodyReader::new(64, max, early.then_some(body.len()));
+        let mut reader = BodyReader::new(&prefix(), max, early.then_some(body.len()));
         let pieces: Vec<&[u8]> = body.chunks(50).collect();
         let mut events = Vec::new();
         for (i, piece) in pieces.iter().enumerate() {
@@ -167,7 +173,7 @@ mod tests {
     #[test]
     fn bytes_that_could_not_be_read_are_never_guessed() {
         let body = long("");
-        let mut reader = BodyReader::new(64, 1 << 20, None);
+        let mut reader = BodyReader::new(&prefix(), 1 << 20, None);
         assert!(matches!(reader.push(10, None, false), Ok(BodyEvent::Wait)));
         assert!(!reader.wants_bytes());
         assert!(matches!(reader.push(body.len() - 10, None, true), Ok(BodyEvent::ParseWhole)));

@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api_error::ApiError;
-use crate::config::{Criticality, check_model_name};
+use crate::config::{Criticality, PrefixSettings, check_model_name};
+use crate::prefix::{PromptHasher, PromptHashes};
 pub use endpoint_kind::{ApiEndpoint, classify};
 pub use intake::{BodyEvent, BodyReader};
 use model_field::ModelField;
@@ -22,11 +23,10 @@ pub use scan::{Checked, RequestScanner, ScanOutcome};
 pub struct InferenceRequest {
     pub model: String,
     pub stream: bool,
-    /// The prompt bytes the engine will see (tools, then each message), for prefix
-    /// hashing. The streaming scanner keeps only the first bytes, as many as hashing
-    /// can use.
-    pub prompt: Vec<u8>,
-    /// The whole prompt's length in bytes, when `prompt` holds only its start.
+    /// The prefix keys of the prompt the engine will see (tools, then each message),
+    /// hashed as the body was read; the text itself is not kept.
+    pub prompt: PromptHashes,
+    /// The prompt's length in bytes.
     pub prompt_len: usize,
     /// `max_completion_tokens`, else `max_tokens`, if given.
     pub max_tokens: Option<u32>,
@@ -37,7 +37,18 @@ pub struct InferenceRequest {
 impl InferenceRequest {
     /// The whole prompt's length in bytes.
     pub fn prompt_chars(&self) -> usize {
-        self.prompt_len.max(self.prompt.len())
+        self.prompt_len
+    }
+
+    /// A request for `model` whose prompt is `text`, messages only, as the engine sees
+    /// it (the benchmark's requests, and tests').
+    pub fn of_text(model: &str, text: &[u8], prefix: &PrefixSettings) -> Self {
+        Self {
+            model: model.into(),
+            prompt: PromptHashes::of_messages(text, prefix),
+            prompt_len: text.len(),
+            ..Self::default()
+        }
     }
 
     /// Prompt tokens, at about `CHARS_PER_TOKEN` characters per token.
@@ -64,10 +75,21 @@ struct Body<'a> {
     max_completion_tokens: Option<u32>,
 }
 
-/// Parses a complete request body. Unknown fields are ignored (they belong to the
-/// model server); a duplicate `model` key is refused, because the server might read
-/// the other one.
-pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
+/// Parses a complete request body, and hashes its prompt for prefix matching with
+/// `prefix`. Unknown fields are ignored (they belong to the model server); a duplicate
+/// `model` key is refused, because the server might read the other one.
+pub fn parse_request(body: &[u8], prefix: &PrefixSettings) -> Result<InferenceRequest, ApiError> {
+    let (parsed, rendered) = read_body(body)?;
+    let mut hasher = PromptHasher::new(prefix);
+    hasher.tools.feed(&rendered.tools);
+    hasher.messages.feed(&rendered.messages);
+    hasher.prompt.feed(&rendered.prompt);
+    let max_tokens = parsed.max_completion_tokens.or(parsed.max_tokens);
+    into_request(parsed.model, parsed.stream, hasher.hashes(), rendered.len(), max_tokens)
+}
+
+/// The body's fields, and its prompt rendered as the engine will see it.
+fn read_body(body: &[u8]) -> Result<(Body<'_>, prompt::Rendered), ApiError> {
     if body.is_empty() {
         return Err(ApiError::invalid_request(
             "invalid_body",
@@ -102,17 +124,16 @@ pub fn parse_request(body: &[u8]) -> Result<InferenceRequest, ApiError> {
             format!("The request body is not valid JSON for this API: {e}."),
         )
     })?;
-    let prompt =
+    let rendered =
         prompt::render(parsed.tools.map(RawValue::get), parsed.messages.as_deref(), parsed.prompt.map(RawValue::get));
-    let prompt_len = prompt.len();
-    into_request(parsed.model, parsed.stream, prompt, prompt_len, parsed.max_completion_tokens.or(parsed.max_tokens))
+    Ok((parsed, rendered))
 }
 
 /// What both parsers share once the fields are read: the checks on `model`.
 fn into_request(
     model: ModelField<'_>,
     stream: Option<bool>,
-    prompt: Vec<u8>,
+    prompt: PromptHashes,
     prompt_len: usize,
     max_tokens: Option<u32>,
 ) -> Result<InferenceRequest, ApiError> {

@@ -1,7 +1,9 @@
 //! The prompt as the engine will see it, for prefix hashing: tool definitions first (a
 //! chat template renders them into the system prompt), then every message in order as
-//! a role tag and its content. A conversation's next turn therefore extends the bytes of
-//! the previous turn, which is what makes prefix affinity work across turns.
+//! a role tag and its content, then a completions `prompt`. A conversation's next turn
+//! therefore extends the bytes of the previous turn, which is what makes prefix
+//! affinity work across turns. The three sections are kept apart: the streaming scanner
+//! meets them in the body's order and hashes each as it comes (`prefix::PromptHasher`).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -68,23 +70,43 @@ pub(super) fn push_role_tag(out: &mut Vec<u8>, role: Option<&str>) {
     out.extend_from_slice(b"|>");
 }
 
-pub(super) fn render(tools: Option<&str>, messages: Option<&[Message<'_>]>, prompt: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::new();
+/// A prompt's sections, rendered.
+#[derive(Debug, Default)]
+pub(super) struct Rendered {
+    pub tools: Vec<u8>,
+    pub messages: Vec<u8>,
+    pub prompt: Vec<u8>,
+}
+
+impl Rendered {
+    pub fn len(&self) -> usize {
+        self.tools.len() + self.messages.len() + self.prompt.len()
+    }
+
+    /// The whole prompt, sections in the engine's order.
+    #[cfg(test)]
+    pub fn joined(&self) -> Vec<u8> {
+        [&self.tools[..], &self.messages, &self.prompt].concat()
+    }
+}
+
+pub(super) fn render(tools: Option<&str>, messages: Option<&[Message<'_>]>, prompt: Option<&str>) -> Rendered {
+    let mut out = Rendered::default();
     if let Some(tools) = tools {
-        out.extend_from_slice(TOOLS_TAG);
-        out.extend_from_slice(tools.as_bytes());
+        out.tools.extend_from_slice(TOOLS_TAG);
+        out.tools.extend_from_slice(tools.as_bytes());
     }
     for message in messages.unwrap_or_default() {
-        push_role_tag(&mut out, message.role.as_deref());
+        push_role_tag(&mut out.messages, message.role.as_deref());
         if let Some(content) = message.content {
-            push_content(&mut out, content.get());
+            push_content(&mut out.messages, content.get());
         }
         if let Some(calls) = message.tool_calls {
-            out.extend_from_slice(calls.get().as_bytes());
+            out.messages.extend_from_slice(calls.get().as_bytes());
         }
     }
     if let Some(prompt) = prompt {
-        push_content(&mut out, prompt);
+        push_content(&mut out.prompt, prompt);
     }
     out
 }

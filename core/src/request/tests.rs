@@ -1,18 +1,27 @@
 use super::*;
 
+fn parse(body: &[u8]) -> Result<InferenceRequest, ApiError> {
+    parse_request(body, &PrefixSettings::default())
+}
+
 fn err(body: &str) -> ApiError {
-    parse_request(body.as_bytes()).unwrap_err()
+    parse(body.as_bytes()).unwrap_err()
+}
+
+/// The prompt as the engine will see it.
+fn rendered(body: &str) -> Vec<u8> {
+    read_body(body.as_bytes()).unwrap().1.joined()
 }
 
 #[test]
 fn extracts_model_and_stream() {
-    let r = parse_request(br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}"#).unwrap();
+    let r = parse(br#"{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}"#).unwrap();
     assert_eq!((r.model.as_str(), r.stream), ("m", true));
 }
 
 #[test]
 fn escaped_model_names_are_unescaped() {
-    let r = parse_request(br#"{"mod\u0065l":"llama\u002d3"}"#).unwrap();
+    let r = parse(br#"{"mod\u0065l":"llama\u002d3"}"#).unwrap();
     assert_eq!(r.model, "llama-3");
 }
 
@@ -41,7 +50,7 @@ fn invalid_json_is_a_400_with_position() {
 
 #[test]
 fn invalid_utf8_is_refused() {
-    let e = parse_request(b"{\"model\":\"\xff\"}").unwrap_err();
+    let e = parse(b"{\"model\":\"\xff\"}").unwrap_err();
     assert_eq!(e.code, "invalid_json");
 }
 
@@ -68,7 +77,7 @@ fn deep_nesting_is_skipped_without_recursion() {
     // Fields other than `model` and `stream` are skipped iteratively, so depth costs no
     // stack; the model server judges them.
     let body = format!("{{\"model\":\"m\",\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
-    assert_eq!(parse_request(body.as_bytes()).unwrap().model, "m");
+    assert_eq!(parse(body.as_bytes()).unwrap().model, "m");
     let inside_model = format!("{{\"model\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
     assert_eq!(err(&inside_model).code, "invalid_model");
 }
@@ -80,8 +89,9 @@ fn the_prompt_is_tools_then_each_message_with_its_role() {
                     {"role":"user","content":[{"type":"text","text":"part one "},{"type":"image_url","image_url":{"url":"u"}},{"type":"text","text":"two"}]},
                     {"role":"assistant","content":null,"tool_calls":[{"id":"1"}]}],
         "max_tokens":7}"#;
-    let r = parse_request(body.as_bytes()).unwrap();
-    let prompt = String::from_utf8(r.prompt).unwrap();
+    let r = parse(body.as_bytes()).unwrap();
+    let prompt = String::from_utf8(rendered(body)).unwrap();
+    assert_eq!(r.prompt_len, prompt.len());
     assert_eq!(
         prompt,
         r#"<|tools|>[{"type":"function","function":{"name":"f"}}]<|system|>be brief<|user|>part one image_url{"url":"u"}type"image_url"two<|assistant|>[{"id":"1"}]"#
@@ -91,19 +101,24 @@ fn the_prompt_is_tools_then_each_message_with_its_role() {
 
 #[test]
 fn the_next_turn_extends_the_previous_prompt() {
-    let turn1 =
-        parse_request(br#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"q1"}]}"#)
-            .unwrap();
-    let turn2 = parse_request(
-        br#"{"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"q1"},{"role":"assistant","content":"a1"},{"role":"user","content":"q2"}]}"#,
-    )
-    .unwrap();
-    assert!(turn2.prompt.starts_with(&turn1.prompt));
+    let system = "s".repeat(5_000);
+    let turn1 = format!(
+        r#"{{"model":"m","messages":[{{"role":"system","content":"{system}"}},{{"role":"user","content":"q1"}}]}}"#
+    );
+    let turn2 = format!(
+        r#"{{"model":"m","messages":[{{"role":"system","content":"{system}"}},{{"role":"user","content":"q1"}},{{"role":"assistant","content":"a1"}},{{"role":"user","content":"q2"}}]}}"#
+    );
+    assert!(rendered(&turn2).starts_with(&rendered(&turn1)));
+    let (turn1, turn2) = (parse(turn1.as_bytes()).unwrap(), parse(turn2.as_bytes()).unwrap());
+    let (keys1, keys2) = (turn1.prompt.salted("m", None), turn2.prompt.salted("m", None));
+    assert_eq!(keys1.keys.len(), 78, "a key for each of the 78 full 64-byte blocks");
+    assert_eq!(keys1.keys[..], keys2.keys[..78]);
 }
 
 #[test]
 fn completions_prompts_and_escapes_are_decoded() {
-    let r = parse_request(br#"{"model":"m","prompt":"caf\u00e9","max_completion_tokens":3,"max_tokens":9}"#).unwrap();
-    assert_eq!(r.prompt, "café".as_bytes());
+    let r = parse(br#"{"model":"m","prompt":"caf\u00e9","max_completion_tokens":3,"max_tokens":9}"#).unwrap();
+    assert_eq!(rendered(r#"{"model":"m","prompt":"caf\u00e9"}"#), "café".as_bytes());
+    assert_eq!(r.prompt_len, "café".len());
     assert_eq!(r.max_tokens, Some(3));
 }

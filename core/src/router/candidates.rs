@@ -10,7 +10,7 @@ use super::adapter_loads::AdapterLoads;
 use super::ledger::{LoadLedger, PodLoad};
 use crate::config::{LearnedSpeeds, PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
-use crate::prefix::PrefixIndex;
+use crate::prefix::{PrefixChain, PrefixIndex};
 use crate::scoring::{AdapterState, Candidate, LearnedRates};
 use crate::snapshot::{PodSignals, PodState, Snapshot};
 
@@ -28,8 +28,9 @@ pub(super) struct Inputs<'a> {
     pub baseline: &'a HashMap<Endpoint, u32>,
     pub prefix: &'a PrefixIndex,
     /// Each pod's prefix capacity in blocks, from its KV size (`Router::capacity`).
-    pub capacity: &'a HashMap<Endpoint, usize>,
-    pub hashes: &'a [u64],
+    pub capacity: &'a HashMap<Endpoint, u64>,
+    /// The prompt's prefix keys for this model.
+    pub chain: &'a PrefixChain,
     pub adapter: Option<&'a str>,
     /// The adapter copies being drained (`adapter_drain`).
     pub drain: &'a AdapterDrain,
@@ -55,6 +56,11 @@ impl Inputs<'_> {
     fn prefix_room(&self, pod: Endpoint) -> f64 {
         let reused = self.prefix.reused_blocks_of(pod);
         self.capacity.get(&pod).map_or(f64::INFINITY, |&capacity| capacity.saturating_sub(reused) as f64)
+    }
+
+    /// Blocks of the prompt `pod` probably holds.
+    fn matched_blocks(&self, pod: Endpoint) -> usize {
+        self.chain.blocks_through(self.prefix.matched_keys(pod, &self.chain.keys))
     }
 
     /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
@@ -131,8 +137,8 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         kv_cache_usage: None,
         kv_free_tokens: None,
         adapter: AdapterState::Unknown,
-        matched_blocks: inputs.prefix.matched_blocks(pod.address, inputs.hashes),
-        total_blocks: inputs.hashes.len(),
+        matched_blocks: inputs.matched_blocks(pod.address),
+        total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(pod.address),
         // Learned speeds change slowly: they stay usable whatever their age.
         learned: LearnedRates {
@@ -236,8 +242,8 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         kv_cache_usage: None,
         kv_free_tokens: None,
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
-        matched_blocks: inputs.prefix.matched_blocks(endpoint, inputs.hashes),
-        total_blocks: inputs.hashes.len(),
+        matched_blocks: inputs.matched_blocks(endpoint),
+        total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(endpoint),
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,

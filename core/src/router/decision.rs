@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use crate::config::{Criticality, Profile, RoutingSettings, ScoringMode};
 use crate::endpoint::Endpoint;
-use crate::prefix::AdapterLoad;
+use crate::prefix::{AdapterLoad, PrefixChain};
 use crate::scoring::{AdapterState, Candidate, RequestShape, TtftBreakdown, predicted_ttft};
 
 /// What the ranking rested on.
@@ -97,8 +97,8 @@ pub struct Decision {
     pub scoring: ScoringMode,
     /// Some other pod held a longer prefix, but this one was predicted faster.
     pub spilled: bool,
-    /// The prompt's block hashes, to record once the pod has prefilled them.
-    pub prefix_hashes: Vec<u64>,
+    /// The prompt's prefix keys, claimed for the chosen pod.
+    pub prefix: PrefixChain,
     /// Uncached prompt tokens counted as pending prefill on the chosen pod until
     /// [`super::Router::prefill_done`].
     pub pending_prefill_tokens: u64,
@@ -140,10 +140,10 @@ impl Decision {
                 ScoringMode::Weighted => "weighted",
             },
             self.spilled,
-            self.prefix_hashes.len(),
-            // The first block's hash names the prompt's prefix: requests that share a
+            self.prefix.keyed_blocks(),
+            // The first block's key names the prompt's prefix: requests that share a
             // system prompt share it, so a log shows where each prefix group went.
-            self.prefix_hashes.first().map_or_else(|| "-".to_string(), |hash| format!("{hash:016x}")),
+            self.prefix.keys.first().map_or_else(|| "-".to_string(), |hash| format!("{hash:016x}")),
             self.snapshot_age_ms.map_or_else(|| "-".to_string(), |age| age.to_string()),
             self.endpoint_header()
         );

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use crate::api_error::ApiError;
 use crate::config::{AdmissionSettings, Criticality, FlowControlSettings, RoutingConfig, ScoringMode};
 use crate::endpoint::Endpoint;
-use crate::prefix::{AdapterLoad, PrefixIndex, PrefixRecord, prompt_block_hashes};
+use crate::prefix::{AdapterLoad, PrefixChain, PrefixIndex, PrefixRecord};
 use crate::replicas::PeerLoad;
 use crate::request::InferenceRequest;
 use crate::scoring::{
@@ -61,7 +61,7 @@ pub struct Router {
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
-    capacity: HashMap<Endpoint, usize>,
+    capacity: HashMap<Endpoint, u64>,
     prefix: PrefixIndex,
     calibration: TtftCalibration,
     chars_per_token: CharsPerToken,
@@ -129,7 +129,7 @@ impl Router {
     /// snapshots, so the shell hands them to [`Self::record_prefix`] on every worker.
     pub fn apply_snapshot(&mut self, mut snapshot: Snapshot, ledger: &dyn LoadLedger) {
         let block_chars = f64::from(snapshot.routing.settings.prefix.block_chars.max(1));
-        let fallback = snapshot.routing.settings.prefix.default_blocks_per_pod as usize;
+        let fallback = u64::from(snapshot.routing.settings.prefix.default_blocks_per_pod);
         let peers = std::mem::take(&mut snapshot.peers);
         // The snapshot's view of the others is the agent's when it built it, and can be
         // older than the last load push: while pushes come, the router keeps theirs.
@@ -152,7 +152,7 @@ impl Router {
                 self.pending_baseline.insert(pod.address, own.pending_prefill_tokens);
                 let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
                 let blocks =
-                    kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as usize);
+                    kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as u64);
                 capacity.insert(pod.address, blocks.max(1));
             }
         }
@@ -219,13 +219,7 @@ impl Router {
         let pool = self.config.pool(&model.pool).ok_or_else(|| ApiError::model_not_found(&request.model))?;
         let settings = &self.config.settings;
         let adapter = model.adapter.as_deref();
-        let hashes = prompt_block_hashes(
-            &request.prompt,
-            &model.name,
-            adapter,
-            settings.prefix.block_chars,
-            settings.prefix.max_blocks,
-        );
+        let chain = request.prompt.salted(&model.name, adapter);
         self.adapter_loads.expire(now_ms);
         let pushed = self.peer_load_pushed(now_ms);
         let tables = &mut self.tables;
@@ -240,7 +234,7 @@ impl Router {
             baseline: &self.baseline,
             prefix: &self.prefix,
             capacity: &self.capacity,
-            hashes: &hashes,
+            chain: &chain,
             adapter,
             drain: &self.adapter_drain,
             loads: &self.adapter_loads,
@@ -331,7 +325,7 @@ impl Router {
             basis,
             scoring: settings.scoring,
             spilled,
-            prefix_hashes: hashes,
+            prefix: chain,
             pending_prefill_tokens,
             snapshot_age_ms: self.snapshot.as_ref().map(|s| now_ms.saturating_sub(s.created_at_ms)),
             adapter_load: model
@@ -349,8 +343,9 @@ impl Router {
         // arrives within one TTFT of the first misses it and starts a cold copy
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
-        self.prefix.mark_reused(decision.chosen.endpoint, &decision.prefix_hashes, decision.chosen.matched_blocks);
-        self.record_claim(decision.chosen.endpoint, &decision.prefix_hashes, decision.adapter_load.as_ref());
+        let matched_keys = decision.prefix.keys_through(decision.chosen.matched_blocks);
+        self.prefix.mark_reused(decision.chosen.endpoint, &decision.prefix.keys, matched_keys);
+        self.record_claim(decision.chosen.endpoint, &decision.prefix, decision.adapter_load.as_ref());
         Ok(Routing::Routed(Box::new(decision)))
     }
 
@@ -384,28 +379,34 @@ impl Router {
         &self.chars_per_token
     }
 
-    /// The chosen pod started answering: its prefill is done, so it holds the prompt's
-    /// blocks now. Called for this worker's decisions, other workers' and other
-    /// replicas'.
-    pub fn record_prefix(&mut self, pod: Endpoint, hashes: &[u64]) {
-        let capacity =
-            self.capacity.get(&pod).copied().unwrap_or(self.config.settings.prefix.default_blocks_per_pod as usize);
-        self.prefix.record(pod, hashes, capacity);
+    /// `pod` holds the prompt of `chain` now (a retry moved its request there).
+    pub fn record_prefix(&mut self, pod: Endpoint, chain: &PrefixChain) {
+        self.record_keys(pod, &chain.keys, &chain.ends);
+    }
+
+    /// `pod` holds the prompt whose keys are `keys`, ending at `ends`.
+    fn record_keys(&mut self, pod: Endpoint, keys: &[u64], ends: &[u32]) {
+        if keys.is_empty() {
+            return;
+        }
+        let fallback = u64::from(self.config.settings.prefix.default_blocks_per_pod);
+        let capacity = self.capacity.get(&pod).copied().unwrap_or(fallback);
+        self.prefix.record(pod, keys, ends, capacity);
     }
 
     /// Another worker's or replica's decision: the blocks its pod is about to hold, and
     /// (another worker's) the adapter load it started there, counted until a scrape of
     /// the pod lists it.
     pub fn record_peer(&mut self, record: &PrefixRecord) {
-        self.record_claim(record.pod, &record.hashes, record.adapter_load.as_ref());
+        self.record_keys(record.pod, &record.hashes, &record.ends);
+        if let Some(load) = &record.adapter_load {
+            self.adapter_loads.record(record.pod, &load.adapter, load.sent_at_ms);
+        }
     }
 
-    /// A decision's claim on `pod`, this router's or a peer's: its blocks, and the
-    /// adapter load it started.
-    fn record_claim(&mut self, pod: Endpoint, hashes: &[u64], load: Option<&AdapterLoad>) {
-        if !hashes.is_empty() {
-            self.record_prefix(pod, hashes);
-        }
+    /// A decision's claim on `pod`: its blocks, and the adapter load it started.
+    fn record_claim(&mut self, pod: Endpoint, chain: &PrefixChain, load: Option<&AdapterLoad>) {
+        self.record_prefix(pod, chain);
         if let Some(load) = load {
             self.adapter_loads.record(pod, &load.adapter, load.sent_at_ms);
         }

@@ -38,11 +38,11 @@ fn config() -> RoutingConfig {
 }
 
 fn request(model: &str) -> InferenceRequest {
-    InferenceRequest { model: model.into(), prompt: b"hello there".to_vec(), ..Default::default() }
+    chat(model, "hello there")
 }
 
 fn chat(model: &str, prompt: &str) -> InferenceRequest {
-    InferenceRequest { model: model.into(), prompt: prompt.as_bytes().to_vec(), ..Default::default() }
+    InferenceRequest::of_text(model, prompt.as_bytes(), &RoutingSettings::default().prefix)
 }
 
 fn signals(waiting: f64, kv: f64) -> PodSignals {
@@ -70,10 +70,10 @@ fn snapshot(pool_name: &str, pods: Vec<PodState>) -> Snapshot {
     }
 }
 
-/// The prompt's block hashes, from a router of its own: routing records the prefix on
+/// The prompt's prefix keys, from a router of its own: routing records the prefix on
 /// the chosen pod at once, which these tests set up by hand.
-fn hashes_of(request: &InferenceRequest) -> Vec<u64> {
-    Router::new(config(), 1).route(request, 0, &mut LocalLedger::default()).map(|d| d.prefix_hashes).unwrap_or_default()
+fn hashes_of(request: &InferenceRequest) -> PrefixChain {
+    Router::new(config(), 1).route(request, 0, &mut LocalLedger::default()).map(|d| d.prefix).unwrap_or_default()
 }
 
 fn router_with(snapshot_pods: Vec<PodState>) -> (Router, LocalLedger) {
@@ -240,7 +240,7 @@ fn the_next_turn_goes_to_the_pod_that_holds_the_conversation() {
     let system = "You are a helpful assistant. ".repeat(80);
     let turn1 = chat("base", &format!("{system}<|user|>first question"));
     let d1 = router.route(&turn1, 1_010, &mut ledger).unwrap();
-    router.record_prefix(d1.chosen.endpoint, &d1.prefix_hashes);
+    router.record_prefix(d1.chosen.endpoint, &d1.prefix);
     router.release(d1.chosen.endpoint, d1.pending_prefill_tokens, &mut ledger);
     for i in 0..10 {
         let next = chat("base", &format!("{system}<|user|>first question<|assistant|>answer<|user|>follow-up {i}"));
@@ -318,7 +318,7 @@ fn release_lowers_the_in_flight_count_and_the_unanswered_prefill() {
 #[test]
 fn pods_that_leave_are_forgotten_by_the_prefix_index() {
     let (mut router, ledger) = router_with(vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)]);
-    router.record_prefix(ep(2), &[1, 2, 3]);
+    router.record_prefix(ep(2), &PrefixChain { keys: vec![1, 2, 3], ends: vec![1, 2, 3], blocks: 3 });
     router.apply_snapshot(snapshot("a", vec![pod(1, 0.0, 0.1, 2_000)]), &ledger);
     assert_eq!(router.prefix_index().blocks_of(ep(2)), 0);
 }
@@ -421,7 +421,7 @@ fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
         for prompt in &prompts[1..] {
             router.route(prompt, 1_010, &mut ledger).unwrap();
         }
-        let held = router.prefix_index().matched_blocks(ep(9), &first.prefix_hashes);
+        let held = router.prefix_index().matched_keys(ep(9), &first.prefix.keys);
         assert_eq!(held > 0, learned, "learned={learned}: {held} blocks of the first prompt held");
     }
 }
@@ -469,8 +469,8 @@ fn a_new_prefix_goes_to_a_pod_whose_prefix_cache_has_room() {
     for group in 0..6 {
         let hashes = hashes_of(&chat("base", &format!("{group:03} ").repeat(1_000)));
         router.record_prefix(ep(1), &hashes);
-        router.prefix.mark_reused(ep(1), &hashes, hashes.len());
-        reused += hashes.len();
+        router.prefix.mark_reused(ep(1), &hashes.keys, hashes.keys.len());
+        reused += hashes.keyed_blocks() as u64;
     }
     assert_eq!(router.prefix.reused_blocks_of(ep(1)), reused);
     assert!(reused > 400 - reused / 6, "room for less than one more prompt");
@@ -900,7 +900,7 @@ fn an_adapter_another_worker_sent_claims_its_slot_here_too() {
     assert_eq!(sql.endpoints[0], ep(1));
     let load = sql.adapter_load.clone().expect("a load was started");
     assert_eq!((load.adapter.as_str(), load.sent_at_ms), ("sql", 1_010));
-    let record = PrefixRecord { pod: ep(1), hashes: sql.prefix_hashes.clone(), adapter_load: Some(load) };
+    let record = PrefixRecord { adapter_load: Some(load), ..PrefixRecord::of_chain(ep(1), &sql.prefix) };
 
     let fresh_ledger = LocalLedger::default;
     let route_chat = |peer: Option<&PrefixRecord>| {

@@ -1,7 +1,7 @@
 //! What the scanner keeps while the lexer walks a body: the raw JSON of the small
 //! fields (`model`, `stream`, the token limits, each message's `role`), and the prompt
-//! as the engine will see it, rendered as it streams and kept only as far as prefix
-//! hashing reaches.
+//! as the engine will see it, rendered as it streams straight into its prefix hashing
+//! (`prefix::PromptHasher`): the text itself is not kept.
 //!
 //! It follows the shapes OpenAI clients send: a top-level object whose messages are
 //! objects, with `content` before `tool_calls` (the role may come anywhere: a message's
@@ -12,9 +12,10 @@
 use std::borrow::Cow;
 
 use super::Unsupported;
-use super::capped::CappedText;
 use super::lexer::Listener;
 use crate::api_error::ApiError;
+use crate::config::PrefixSettings;
+use crate::prefix::PromptHasher;
 use crate::request::model_field::ModelField;
 use crate::request::prompt::{TOOLS_TAG, push_content, push_role_tag};
 use crate::request::{InferenceRequest, into_request};
@@ -108,13 +109,17 @@ struct Capture {
     sink: Sink,
 }
 
+/// The most text of a message held while its role is unknown (its content came
+/// first); past it the scanner gives up and the whole body is parsed.
+const MAX_UNTAGGED_BYTES: usize = 1 << 20;
+
 /// A message being read.
 #[derive(Default)]
 struct Message {
     seen: [bool; 3],
     key: Option<MessageField>,
     /// Its rendering before its role tag is written (the role came later).
-    untagged: Option<CappedText>,
+    untagged: Option<Vec<u8>>,
     tagged: bool,
 }
 
@@ -149,13 +154,15 @@ pub(super) struct Extract {
     capture: Option<Capture>,
     raw: Vec<u8>,
     text_sink: Option<TextSink>,
-    tools: CappedText,
-    messages: CappedText,
-    prompt: CappedText,
+    hasher: PromptHasher,
+    /// Prompt bytes hashing reads at most (`block_chars × max_blocks`).
+    cap: u64,
+    /// A message's held text grew past [`MAX_UNTAGGED_BYTES`].
+    overflowed: bool,
 }
 
 impl Extract {
-    pub(super) fn new(prompt_cap: usize) -> Self {
+    pub(super) fn new(prefix: &PrefixSettings) -> Self {
         Self {
             top_key: TopField::Other,
             top_seen: Vec::new(),
@@ -168,9 +175,9 @@ impl Extract {
             capture: None,
             raw: Vec::new(),
             text_sink: None,
-            tools: CappedText::new(prompt_cap),
-            messages: CappedText::new(prompt_cap),
-            prompt: CappedText::new(prompt_cap),
+            hasher: PromptHasher::new(prefix),
+            cap: u64::try_from(prefix.hashed_bytes()).unwrap_or(u64::MAX),
+            overflowed: false,
         }
     }
 
@@ -185,15 +192,19 @@ impl Extract {
     /// length, stands in for the prompt's. `None` until then, or if a field read so
     /// far does not decode (the whole-body read decides).
     pub(super) fn early(&self, body_len: usize) -> Option<Result<InferenceRequest, ApiError>> {
-        let kept = self.tools.kept().len() + self.messages.kept().len() + self.prompt.kept().len();
-        if self.model.is_none() || kept < self.tools.cap() {
+        if self.model.is_none() || self.hasher.len() < self.cap {
             return None;
         }
         self.request(body_len).ok()
     }
 
+    /// Whether a message's held text overflowed: the body is then parsed whole.
+    pub(super) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
     /// Decodes the small fields as serde would have in the whole-body parse, and joins
-    /// the prompt's parts in the engine's order; the prompt is at least `min_len` long.
+    /// the prompt's keys in the engine's order; the prompt is at least `min_len` long.
     fn request(&self, min_len: usize) -> Result<Result<InferenceRequest, ApiError>, Unsupported> {
         fn decode<'a, T: serde::Deserialize<'a>>(raw: Option<&'a [u8]>) -> Result<Option<T>, Unsupported> {
             raw.map(|raw| serde_json::from_slice::<Option<T>>(raw).map_err(|_| Unsupported))
@@ -207,11 +218,8 @@ impl Extract {
         let stream: Option<bool> = decode(self.stream.as_deref())?;
         let max_tokens: Option<u32> = decode(self.max_tokens.as_deref())?;
         let max_completion_tokens: Option<u32> = decode(self.max_completion_tokens.as_deref())?;
-        let prompt_len = self.tools.len().saturating_add(self.messages.len()).saturating_add(self.prompt.len());
-        let mut prompt = self.tools.kept().to_vec();
-        prompt.extend_from_slice(self.messages.kept());
-        prompt.extend_from_slice(self.prompt.kept());
-        prompt.truncate(self.tools.cap());
+        let prompt_len = usize::try_from(self.hasher.len()).unwrap_or(usize::MAX);
+        let prompt = self.hasher.hashes();
         Ok(into_request(model, stream, prompt, prompt_len.max(min_len), max_completion_tokens.or(max_tokens)))
     }
 
@@ -236,8 +244,8 @@ impl Extract {
 
     fn write(&mut self, sink: Sink, bytes: &[u8]) -> Result<(), Unsupported> {
         match sink {
-            Sink::Tools => self.tools.append(bytes),
-            Sink::ToolCalls => self.message_text().append(bytes),
+            Sink::Tools => self.hasher.tools.feed(bytes),
+            Sink::ToolCalls => self.message_text(bytes)?,
             _ if self.raw.len().saturating_add(bytes.len()) > sink.limit() => return Err(Unsupported),
             _ => self.raw.extend_from_slice(bytes),
         }
@@ -267,9 +275,9 @@ impl Extract {
                 let mut rendered = Vec::new();
                 push_content(&mut rendered, text);
                 if sink == Sink::Content {
-                    self.message_text().append(&rendered)
+                    self.message_text(&rendered)?;
                 } else {
-                    self.prompt.append(&rendered)
+                    self.hasher.prompt.feed(&rendered);
                 }
             }
             Sink::Tools | Sink::ToolCalls => {}
@@ -277,15 +285,21 @@ impl Extract {
         Ok(())
     }
 
-    /// Where a message's content and tool calls go: after its role tag, or, while the
-    /// role is unknown, into the message's own buffer.
-    fn message_text(&mut self) -> &mut CappedText {
+    /// A message's content and tool calls: hashed after its role tag, or, while the
+    /// role is unknown, held in the message's own buffer.
+    fn message_text(&mut self, bytes: &[u8]) -> Result<(), Unsupported> {
         match self.message.as_mut() {
             Some(message) if !message.tagged => {
-                message.untagged.get_or_insert_with(|| CappedText::new(self.messages.cap()))
+                let held = message.untagged.get_or_insert_with(Vec::new);
+                if held.len().saturating_add(bytes.len()) > MAX_UNTAGGED_BYTES {
+                    self.overflowed = true;
+                    return Err(Unsupported);
+                }
+                held.extend_from_slice(bytes);
             }
-            _ => &mut self.messages,
+            _ => self.hasher.messages.feed(bytes),
         }
+        Ok(())
     }
 
     /// The role is known (or the message ended without one): its tag, then what was
@@ -296,9 +310,9 @@ impl Extract {
         let held = message.untagged.take();
         let mut tag = Vec::new();
         push_role_tag(&mut tag, role);
-        self.messages.append(&tag);
+        self.hasher.messages.feed(&tag);
         if let Some(held) = held {
-            self.messages.append_text(&held);
+            self.hasher.messages.feed(&held);
         }
     }
 
@@ -313,7 +327,7 @@ impl Extract {
                 _ => return Err(Unsupported),
             },
             TopField::Tools if first != b'n' => {
-                self.tools.append(TOOLS_TAG);
+                self.hasher.tools.feed(TOOLS_TAG);
                 self.begin_capture(1, at, Sink::Tools);
             }
             TopField::Prompt => return Ok(self.content_start(first, at, 1, TextSink::Prompt, Sink::Prompt)),
@@ -434,8 +448,9 @@ impl Listener for Extract {
 
     fn text(&mut self, piece: &[u8]) {
         match self.text_sink {
-            Some(TextSink::Messages) => self.message_text().append(piece),
-            Some(TextSink::Prompt) => self.prompt.append(piece),
+            // An overflow gives up on the body at the next event the lexer checks.
+            Some(TextSink::Messages) => _ = self.message_text(piece),
+            Some(TextSink::Prompt) => self.hasher.prompt.feed(piece),
             None => {}
         }
     }

@@ -1,20 +1,20 @@
 //! Reads a request body as its chunks arrive, without building a tree: it checks the
 //! whole body (UTF-8 and JSON grammar), keeps the raw JSON of the few small fields
-//! routing reads, and renders the prompt as it streams, keeping only the bytes prefix
-//! hashing can use. A 1 MiB prompt is therefore looked at once and never held.
+//! routing reads, and renders the prompt as it streams into its prefix hashing. A
+//! 1 MiB prompt is therefore looked at once and never held.
 //!
 //! It answers exactly what [`parse_request`](super::parse_request) answers for the
 //! bodies it follows (a test and a fuzz target hold it to that); for any other body,
 //! including every invalid one, it says so, and the caller parses the whole body with
 //! `parse_request`, which also words the error. Nothing passes unchecked either way.
 
-mod capped;
 mod extract;
 mod lexer;
 mod utf8;
 
 use super::InferenceRequest;
 use crate::api_error::ApiError;
+use crate::config::PrefixSettings;
 
 /// The scanner cannot follow this body (an unusual shape, or invalid JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +104,9 @@ impl lexer::Listener for Watch<'_> {
     fn text(&mut self, piece: &[u8]) {
         if *self.follows {
             self.extract.text(piece);
+            if self.extract.overflowed() {
+                *self.follows = false;
+            }
         }
     }
 
@@ -114,12 +117,12 @@ impl lexer::Listener for Watch<'_> {
 }
 
 impl RequestScanner {
-    /// `prompt_cap`: how many bytes of the prompt to keep, `block_chars × max_blocks`.
-    pub fn new(prompt_cap: usize) -> Self {
+    /// `prefix`: how the prompt is hashed for prefix matching.
+    pub fn new(prefix: &PrefixSettings) -> Self {
         Self {
             lexer: lexer::Lexer::new(),
             utf8: utf8::Utf8Check::default(),
-            extract: extract::Extract::new(prompt_cap),
+            extract: extract::Extract::new(prefix),
             malformed: None,
             follows: true,
             model_keys: 0,

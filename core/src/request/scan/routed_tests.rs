@@ -9,10 +9,20 @@ use crate::request::parse_request;
 
 const CAP: usize = 64;
 
+/// Hashing in 4-byte blocks, of the prompt's first `cap` bytes.
+fn prefix(cap: usize) -> PrefixSettings {
+    PrefixSettings { block_chars: 4, max_blocks: (cap / 4) as u32, ..PrefixSettings::default() }
+}
+
+/// The keys of a request's prompt.
+fn keys(request: &InferenceRequest) -> Vec<u64> {
+    request.prompt.salted(&request.model, None).keys
+}
+
 /// Feeds `body` in `chunk`-byte pieces; returns the request as first offered before
 /// the body ended, the bytes fed by then, and the verdict on the whole body.
 fn route_early(body: &[u8], chunk: usize, cap: usize) -> (Option<Result<InferenceRequest, ApiError>>, usize, Checked) {
-    let mut scanner = RequestScanner::new(cap);
+    let mut scanner = RequestScanner::new(&prefix(cap));
     let mut offered = None;
     for piece in body.chunks(chunk.max(1)) {
         scanner.feed(piece);
@@ -41,15 +51,16 @@ fn long_chat(model_first: bool) -> Vec<u8> {
 #[test]
 fn routes_once_the_model_and_the_hashed_prompt_are_in() {
     let body = long_chat(true);
-    let whole = parse_request(&body).unwrap();
+    let whole = parse_request(&body, &prefix(CAP)).unwrap();
     let (offered, at, checked) = route_early(&body, 1, CAP);
     let request = offered.expect("offered before the end").unwrap();
     assert_eq!(request.model, "m");
     assert_eq!(request.max_tokens, Some(5));
-    assert_eq!(request.prompt, whole.prompt[..CAP]);
+    assert_eq!(keys(&request), keys(&whole));
+    assert_eq!(keys(&request).len(), CAP / 4);
     // The declared length stands in for the prompt's; it is never shorter than it.
     assert_eq!(request.prompt_len, body.len());
-    assert!(request.prompt_len >= whole.prompt.len());
+    assert!(request.prompt_len >= whole.prompt_len);
     // As soon as the prompt's first 64 bytes were in (fed a byte at a time, so the
     // first offer is the earliest), long before the end.
     let user_text = body.windows(9).position(|w| w == b"the quick").unwrap();
@@ -106,7 +117,7 @@ fn the_rest_of_a_routed_body_is_still_checked() {
         let body = &body[..];
         let (offered, _, checked) = route_early(body, 7, CAP);
         assert_eq!(offered.unwrap().unwrap().model, "m");
-        let whole = parse_request(body);
+        let whole = parse_request(body, &prefix(CAP));
         match (kind, checked) {
             ("engine", Checked::Unverified) => {}
             (_, Checked::Refused(error)) => {
@@ -153,13 +164,13 @@ proptest! {
     /// start, and a valid body is never refused afterwards.
     #[test]
     fn an_early_answer_agrees_with_the_whole_body(body in chat_body(), chunk in 1usize..64, cap in 0usize..100) {
-        let whole = parse_request(&body).unwrap();
+        let whole = parse_request(&body, &prefix(cap)).unwrap();
         let (offered, _, checked) = route_early(&body, chunk, cap);
         if let Some(offered) = offered {
             let offered = offered.unwrap();
             prop_assert_eq!(&offered.model, &whole.model);
-            prop_assert_eq!(&offered.prompt[..], &whole.prompt[..cap.min(whole.prompt.len())]);
-            prop_assert!(offered.prompt_len >= whole.prompt.len());
+            prop_assert_eq!(keys(&offered), keys(&whole));
+            prop_assert!(offered.prompt_len >= whole.prompt_len);
             prop_assert!(matches!(checked, Checked::Valid), "{:?}", checked);
         }
     }
@@ -175,7 +186,7 @@ proptest! {
         let mut body = long_chat(true);
         let at = at.min(body.len() - 1);
         body[at] = byte;
-        let whole = parse_request(&body);
+        let whole = parse_request(&body, &prefix(CAP));
         let (offered, _, checked) = route_early(&body, chunk, CAP);
         prop_assume!(offered.is_some_and(|r| r.is_ok()));
         match checked {

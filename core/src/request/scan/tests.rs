@@ -6,21 +6,22 @@ use crate::request::parse_request;
 
 const CAP: usize = 64;
 
+/// Hashing in 4-byte blocks, of the prompt's first `cap` bytes.
+fn prefix(cap: usize) -> PrefixSettings {
+    PrefixSettings { block_chars: 4, max_blocks: (cap / 4) as u32, ..PrefixSettings::default() }
+}
+
 fn scan(chunks: &[&[u8]], cap: usize) -> ScanOutcome {
-    let mut scanner = RequestScanner::new(cap);
+    let mut scanner = RequestScanner::new(&prefix(cap));
     for chunk in chunks {
         scanner.feed(chunk);
     }
     scanner.finish()
 }
 
-/// The whole-body parser's answer, with the prompt cut where the scanner cuts it.
+/// The whole-body parser's answer, hashing as far as the scanner does.
 fn expected(body: &[u8], cap: usize) -> Result<InferenceRequest, ApiError> {
-    parse_request(body).map(|mut request| {
-        request.prompt_len = request.prompt.len();
-        request.prompt.truncate(cap);
-        request
-    })
+    parse_request(body, &prefix(cap))
 }
 
 /// Scans `body` cut at every pair of points (or a sample of them, for long bodies);
@@ -121,15 +122,19 @@ fn unusual_shapes_and_invalid_bodies_go_to_the_full_parse() {
 }
 
 #[test]
-fn a_long_prompt_is_kept_only_as_far_as_hashing_reads() {
+fn a_long_prompt_is_hashed_whole_as_it_streams() {
     let text = "the quick brown fox ".repeat(50_000);
     let body = serde_json::to_vec(&json!({"model": "m", "messages": [{"role": "user", "content": text}]})).unwrap();
-    let ScanOutcome::Read(Ok(request)) = scan(&body.chunks(16 * 1024).collect::<Vec<_>>(), 16_384) else {
-        panic!("not read")
-    };
-    assert_eq!(request.prompt.len(), 16_384);
+    let settings = PrefixSettings::default();
+    let mut scanner = RequestScanner::new(&settings);
+    body.chunks(16 * 1024).for_each(|chunk| scanner.feed(chunk));
+    let ScanOutcome::Read(Ok(request)) = scanner.finish() else { panic!("not read") };
     assert_eq!(request.prompt_len, "<|user|>".len() + text.len());
-    assert_eq!(request.prompt_tokens(), parse_request(&body).unwrap().prompt_tokens());
+    assert_eq!(Ok(&request), parse_request(&body, &settings).as_ref());
+    let chain = request.prompt.salted("m", None);
+    assert_eq!(chain.blocks as usize, request.prompt_len / 64);
+    assert_eq!(chain.ends.last(), Some(&15_616), "the last key of 15,625 blocks");
+    assert_eq!(chain.keys.len(), 570);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! set, classify the request, and read the body within its limit.
 
 use infergate_core::ApiError;
+use infergate_core::config::PrefixSettings;
 use infergate_core::flow::Refusal;
 use infergate_core::request::{ApiEndpoint, BodyEvent, BodyReader, InferenceRequest, classify, parse_request};
 use infergate_core::wire::header::{self, RESERVED_PREFIXES};
@@ -115,6 +116,7 @@ pub enum BodyStep {
 /// body that turns out invalid is answered with a 400 before its last byte leaves.
 pub struct BodyIntake {
     reader: BodyReader,
+    prefix: PrefixSettings,
     full_parses: Metric,
     early: Option<EarlyRouting>,
     /// Bytes of the host's buffer already read: the buffer grows while the body is
@@ -123,16 +125,17 @@ pub struct BodyIntake {
 }
 
 impl BodyIntake {
-    /// `prompt_cap`: prompt bytes to keep for prefix hashing; `full_parses` counts the
-    /// bodies parsed whole; `early`: the declared length and stats, to route early.
+    /// `prefix`: how the prompt is hashed; `full_parses` counts the bodies parsed whole;
+    /// `early`: the declared length and stats, to route early.
     pub fn new(
-        prompt_cap: usize,
+        prefix: PrefixSettings,
         max_body_bytes: u64,
         full_parses: Metric,
         early: Option<(usize, EarlyRouting)>,
     ) -> Self {
         let (early_len, early) = early.map_or((None, None), |(len, stats)| (Some(len), Some(stats)));
-        Self { reader: BodyReader::new(prompt_cap, max_body_bytes, early_len), full_parses, early, buffer_read: 0 }
+        let reader = BodyReader::new(&prefix, max_body_bytes, early_len);
+        Self { reader, prefix, full_parses, early, buffer_read: 0 }
     }
 
     /// The chunks so far went on upstream: the host's buffer starts empty again.
@@ -164,7 +167,7 @@ impl BodyIntake {
             }
             BodyEvent::ParseWhole => {
                 self.full_parses.increment();
-                let request = parse_request(&host.request_body(0, body_size).unwrap_or_default())?;
+                let request = parse_request(&host.request_body(0, body_size).unwrap_or_default(), &self.prefix)?;
                 BodyStep::Decide { request, early: false }
             }
             BodyEvent::Pass => BodyStep::Pass,

@@ -7,6 +7,7 @@
 pub mod intake;
 
 use infergate_core::ApiError;
+use infergate_core::config::PrefixSettings;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::request::InferenceRequest;
 use infergate_core::wire::header;
@@ -20,8 +21,8 @@ use intake::{BodyIntake, BodyStep, EarlyRouting, Intake, RequestHeaders};
 pub trait FrontRole {
     fn host(&self) -> &dyn Host;
     fn max_body_bytes(&self) -> u64;
-    /// Prompt bytes the body intake keeps for prefix hashing.
-    fn prompt_bytes_kept(&self) -> usize;
+    /// How the body intake hashes the prompt for prefix matching.
+    fn prefix_settings(&self) -> PrefixSettings;
     /// Counts the bodies parsed whole.
     fn full_parses(&self) -> &Metric;
     /// The stats of routing before the body ends, if the role does.
@@ -102,7 +103,7 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
         let declared_len = self.declared_len;
         let body = self.body.get_or_insert_with(|| {
             let early = declared_len.zip(role.early_routing());
-            BodyIntake::new(role.prompt_bytes_kept(), role.max_body_bytes(), role.full_parses().clone(), early)
+            BodyIntake::new(role.prefix_settings(), role.max_body_bytes(), role.full_parses().clone(), early)
         });
         let (request, early) = match body.on_body(role.host(), body_size, end_of_stream) {
             Ok(BodyStep::Wait) => return Flow::Pause,

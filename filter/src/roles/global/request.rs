@@ -6,6 +6,7 @@
 use std::rc::Rc;
 
 use infergate_core::ApiError;
+use infergate_core::config::PrefixSettings;
 use infergate_core::global::metering::{UsageReport, answer_tokens, stream_chunk_tokens, tenant_id};
 use infergate_core::global::{ClusterState, RequestClass};
 use infergate_core::request::InferenceRequest;
@@ -73,9 +74,9 @@ impl FrontRole for GlobalRequest {
         self.shared.config.gateway.max_body_bytes
     }
 
-    /// The global router hashes no prefix: only the prompt's length is kept.
-    fn prompt_bytes_kept(&self) -> usize {
-        0
+    /// The global router hashes no prefix: only the prompt's length is counted.
+    fn prefix_settings(&self) -> PrefixSettings {
+        PrefixSettings { max_blocks: 0, ..PrefixSettings::default() }
     }
 
     fn full_parses(&self) -> &Metric {

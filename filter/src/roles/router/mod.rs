@@ -11,9 +11,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use infergate_core::config::PrefixSettings;
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::RouterRole;
-use infergate_core::prefix::PrefixRecord;
+use infergate_core::prefix::{PrefixChain, PrefixRecord};
 use infergate_core::router::{PEER_LOAD_MAX_AGE_MS, Router};
 use infergate_core::snapshot::Snapshot;
 use infergate_core::wire::shared_data::{GENERATION, SNAPSHOT};
@@ -80,9 +81,9 @@ impl RouterShared {
         SharedLedger(&*self.host)
     }
 
-    /// How much of a prompt prefix hashing reads, under the active routing config.
-    fn prompt_bytes_hashed(&self) -> usize {
-        self.router.try_borrow().map_or(0, |router| router.config().settings.prefix.hashed_bytes())
+    /// How prompts are hashed, under the active routing config.
+    fn prefix_settings(&self) -> PrefixSettings {
+        self.router.try_borrow().map_or_else(|_| PrefixSettings::default(), |router| router.config().settings.prefix)
     }
 
     /// Reads the small generation key; decodes the snapshot only when it changed, so
@@ -140,14 +141,14 @@ impl RouterShared {
     }
 
     /// Records that `pod` holds these blocks now, here and on every other worker.
-    fn share_prefix(&self, pod: Endpoint, hashes: Vec<u64>) {
-        if hashes.is_empty() {
+    fn share_prefix(&self, pod: Endpoint, prefix: PrefixChain) {
+        if prefix.keys.is_empty() {
             return;
         }
         if let Ok(mut router) = self.router.try_borrow_mut() {
-            router.record_prefix(pod, &hashes);
+            router.record_prefix(pod, &prefix);
         }
-        self.announce_claim(PrefixRecord::blocks(pod, hashes));
+        self.announce_claim(PrefixRecord::of_chain(pod, &prefix));
     }
 
     /// Tells the other workers and replicas that `record.pod` is about to hold these

@@ -14,10 +14,10 @@ use std::rc::Rc;
 
 use infergate_core::ApiError;
 use infergate_core::config::Criticality;
-use infergate_core::config::FlowControlSettings;
+use infergate_core::config::{FlowControlSettings, PrefixSettings};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::flow::Ticket;
-use infergate_core::prefix::PrefixRecord;
+use infergate_core::prefix::{PrefixChain, PrefixRecord};
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{Decision, DecisionBasis, Router, Routing, chars_per_token};
 use infergate_core::usage;
@@ -46,9 +46,9 @@ pub type RoutedSlot = Rc<RefCell<Option<Routed>>>;
 pub struct Routed {
     /// Where its in-flight count was added.
     counted_on: Endpoint,
-    /// The prompt's block hashes, claimed for the chosen pod at the decision; recorded
+    /// The prompt's prefix keys, claimed for the chosen pod at the decision; recorded
     /// again for the pod that answers if a retry moved the request.
-    hashes: Vec<u64>,
+    prefix: PrefixChain,
     pool: String,
     /// When it was routed, and the TTFT predicted for it then.
     routed_at_ms: u64,
@@ -209,8 +209,8 @@ impl RouterRequest {
         }
         // Announced at the decision; a retry that another pod answered moves it there.
         if let Some(pod) = routed.served_ok_by.filter(|pod| *pod != routed.counted_on) {
-            let hashes = std::mem::take(&mut routed.hashes);
-            self.shared.share_prefix(pod, hashes);
+            let prefix = std::mem::take(&mut routed.prefix);
+            self.shared.share_prefix(pod, prefix);
         }
     }
 }
@@ -224,8 +224,8 @@ impl FrontRole for RouterRequest {
         self.shared.max_body_bytes
     }
 
-    fn prompt_bytes_kept(&self) -> usize {
-        self.shared.prompt_bytes_hashed()
+    fn prefix_settings(&self) -> PrefixSettings {
+        self.shared.prefix_settings()
     }
 
     fn full_parses(&self) -> &Metric {
@@ -376,13 +376,12 @@ impl RouterShared {
         // token: a prefix group's next requests reaching them during the prefill would
         // otherwise start cold copies elsewhere (see docs/scheduling.md).
         self.announce_claim(PrefixRecord {
-            pod: decision.chosen.endpoint,
-            hashes: decision.prefix_hashes.clone(),
             adapter_load: decision.adapter_load.clone(),
+            ..PrefixRecord::of_chain(decision.chosen.endpoint, &decision.prefix)
         });
         Routed {
             counted_on: decision.chosen.endpoint,
-            hashes: decision.prefix_hashes,
+            prefix: decision.prefix,
             pool: decision.pool,
             routed_at_ms,
             predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
