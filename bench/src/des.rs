@@ -195,7 +195,7 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy, scrape_interval_s: f64
             Event::StepEnd(pod) => {
                 for event in steps.end(pod) {
                     match event {
-                        EngineEvent::FirstToken { id, at } => {
+                        EngineEvent::FirstToken { id, at, .. } => {
                             let id = id as usize;
                             outcomes[id].first_token = Some(at);
                             policy.on_first_token(id, pod, &scenario.requests[id], at);

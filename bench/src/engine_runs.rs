@@ -46,6 +46,8 @@ pub const SMOLLM2_CPU: EngineProfile = EngineProfile {
     block_size: 128,
     max_loras: 1,
     lora_load_ms: 50.0,
+    attention_ns_per_pair: 0.0,
+    kv_read_ns_per_token: 0.0,
 };
 
 /// Which pods a run routes to.

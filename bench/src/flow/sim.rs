@@ -120,7 +120,7 @@ pub fn run(scenario: &Scenario, tags: &[Tag], fleet: &FleetConfig, gate: &mut dy
                 let mut freed = false;
                 for event in steps.end(pod) {
                     match event {
-                        EngineEvent::FirstToken { id, at } => {
+                        EngineEvent::FirstToken { id, at, .. } => {
                             let id = id as usize;
                             outcomes[id].first_token = Some(at);
                             gate.on_first_token(id, pod, &scenario.requests[id], at);

@@ -73,6 +73,8 @@ fn scaled(profile: EngineProfile, speed: f64) -> EngineProfile {
         itl_base_ms: profile.itl_base_ms / speed,
         itl_per_seq_ms: profile.itl_per_seq_ms / speed,
         lora_load_ms: profile.lora_load_ms / speed,
+        attention_ns_per_pair: profile.attention_ns_per_pair / speed,
+        kv_read_ns_per_token: profile.kv_read_ns_per_token / speed,
         ..profile
     }
 }

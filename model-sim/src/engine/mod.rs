@@ -22,8 +22,9 @@ pub use request::{CHARS_PER_TOKEN, SimRequest, block_hashes};
 /// Something that happened to a request at the end of a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum EngineEvent {
-    /// The prefill finished and produced the first output token.
-    FirstToken { id: u64, at: f64 },
+    /// The prefill finished and produced the first output token; `cached_tokens` of the
+    /// prompt came from the prefix cache (vLLM's `usage.prompt_tokens_details`).
+    FirstToken { id: u64, at: f64, cached_tokens: u32 },
     /// One more output token.
     Token { id: u64, at: f64 },
     /// The last token was produced; the request's blocks are released.
@@ -42,6 +43,8 @@ struct Running {
     request: SimRequest,
     allocation: Allocation,
     prefill_left: u32,
+    /// Prompt tokens found in the prefix cache at admission.
+    cached: u32,
     generated: u32,
     last_token_at: f64,
     admitted_at: f64,
@@ -186,22 +189,30 @@ impl Engine {
         }
         let mut budget = u64::from(self.profile.max_num_batched_tokens);
         let mut prefill_tokens = 0u64;
+        let mut extra = 0.0;
         let mut chunks = vec![0u32; self.running.len()];
-        // Decodes first, one token each, as vLLM's scheduler serves running requests first.
+        // Decodes first, one token each, as vLLM's scheduler serves running requests
+        // first; each reads its whole context from the KV cache.
+        let mut context = 0u64;
         for run in &self.running {
             if run.prefill_left == 0 {
                 budget = budget.saturating_sub(1);
+                context += u64::from(run.request.prompt_tokens) + u64::from(run.generated);
             }
         }
+        extra += self.profile.kv_read_seconds(context);
         for (run, chunk) in self.running.iter().zip(chunks.iter_mut()) {
             if run.prefill_left > 0 && budget > 0 {
                 let take = u64::from(run.prefill_left).min(budget);
                 budget -= take;
                 prefill_tokens += take;
                 *chunk = u32::try_from(take).unwrap_or(u32::MAX);
+                // The chunk attends to every position before it, cached ones included.
+                let from = u64::from(run.request.prompt_tokens - run.prefill_left);
+                extra += self.profile.attention_seconds(from, from + take);
             }
         }
-        let duration = self.profile.step_seconds(self.running.len(), prefill_tokens);
+        let duration = self.profile.step_seconds(self.running.len(), prefill_tokens) + extra;
         let end = now + duration;
         self.busy_seconds += duration * self.reported_time_scale;
         let scale = self.reported_time_scale;
@@ -219,7 +230,7 @@ impl Engine {
                     self.prefill.observe((end - run.admitted_at) * scale);
                     // Like vLLM, prompt tokens are counted when the prefill completes.
                     self.prompt_tokens_total += u64::from(run.request.prompt_tokens);
-                    events.push(EngineEvent::FirstToken { id: run.request.id, at: end });
+                    events.push(EngineEvent::FirstToken { id: run.request.id, at: end, cached_tokens: run.cached });
                 }
             }
             run.last_token_at = end;
@@ -274,6 +285,7 @@ impl Engine {
             }
             self.running.push(Running {
                 prefill_left: request.prompt_tokens - cached,
+                cached,
                 request,
                 allocation,
                 generated: 0,

@@ -12,7 +12,7 @@ fn run_to_idle(engine: &mut Engine, mut now: f64) -> (Vec<(u64, f64)>, f64) {
             Some(step) => {
                 now += step.duration;
                 for event in step.events {
-                    if let EngineEvent::FirstToken { id, at } = event {
+                    if let EngineEvent::FirstToken { id, at, .. } = event {
                         firsts.push((id, at));
                     }
                 }
@@ -127,4 +127,64 @@ fn the_same_requests_give_the_same_timings() {
         run_to_idle(&mut engine, 0.0).0
     };
     assert_eq!(run(), run());
+}
+
+/// A prompt of `tokens` of its own text (4 bytes a token), starting with `shared`.
+fn long_prompt(shared: &[u8], tokens: usize, salt: u8) -> Vec<u8> {
+    let mut prompt = shared.to_vec();
+    prompt.extend((prompt.len()..tokens * 4).map(|i| b'a' + ((i * 7 + usize::from(salt)) % 26) as u8));
+    prompt
+}
+
+#[test]
+fn long_context_prefill_grows_with_attention_as_the_flop_count_says() {
+    let profile = EngineProfile::LLAMA_3_1_8B_H100_LONG;
+    // 128k tokens: 3.28 s of matrix work and 9.0 s of attention (docs/model-sim.md).
+    let expected = profile.prefill_seconds(131_072, 0);
+    assert!((expected - 12.3).abs() < 0.1, "{expected}");
+    let mut engine = Engine::new(profile);
+    engine.submit(request(1, 0.0, &long_prompt(b"", 131_072, 0), 2, None));
+    let (firsts, _) = run_to_idle(&mut engine, 0.0);
+    // Chunked into 16 steps of 8,192 tokens, each with its step overhead.
+    let ttft = firsts[0].1;
+    assert!(ttft > expected && ttft < expected + 0.2, "ttft {ttft} s against {expected} s of compute");
+    // The short-prompt calibration has no attention term: linear only.
+    assert_eq!(EngineProfile::LLAMA_3_1_8B_H100.prefill_seconds(131_072, 0), 131_072.0 / 20_000.0);
+}
+
+#[test]
+fn a_cached_prefix_still_costs_the_new_tokens_attention_over_it() {
+    let profile = EngineProfile::LLAMA_3_1_8B_H100_LONG;
+    let shared = long_prompt(b"", 120_000, 1);
+    let mut engine = Engine::new(profile);
+    engine.submit(request(1, 0.0, &shared, 1, None));
+    let (_, now) = run_to_idle(&mut engine, 0.0);
+    // The next turn adds 6,000 tokens: cheap next to a cold start, dear next to a short
+    // prompt, because each new token attends to the 120k before it.
+    engine.submit(request(2, now, &long_prompt(&shared, 126_000, 2), 1, None));
+    let (firsts, _) = run_to_idle(&mut engine, now);
+    let warm = firsts[0].1 - now;
+    let attention = profile.attention_seconds(120_000, 126_000);
+    assert!(attention > 0.7, "{attention}");
+    assert!(warm > attention + 6_000.0 / 40_000.0 && warm < 1.0, "warm turn {warm} s");
+    assert!(warm * 10.0 < profile.prefill_seconds(126_000, 0));
+}
+
+#[test]
+fn a_decode_step_reads_every_running_requests_context() {
+    let step_of = |prompt_tokens: usize| {
+        let mut engine = Engine::new(EngineProfile::LLAMA_3_1_8B_H100_FP8_KV);
+        engine.submit(request(1, 0.0, &long_prompt(b"", prompt_tokens, 3), 3, None));
+        // The prefill steps, then a decode step.
+        let mut last = 0.0;
+        let mut now = 0.0;
+        while let Some(step) = engine.step(now) {
+            now += step.duration;
+            last = step.duration;
+        }
+        last
+    };
+    let (short, long) = (step_of(1_000), step_of(200_000));
+    // 199,000 more tokens of FP8 KV at 19.6 ns each: 3.9 ms more per step.
+    assert!((long - short - 199_000.0 * 19.6e-9).abs() < 1e-4, "{short} vs {long}");
 }
