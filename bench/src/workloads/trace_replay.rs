@@ -31,14 +31,16 @@ const BLOCK_BYTES: usize = TRACE_BLOCK_TOKENS * CHARS_PER_TOKEN;
 const ID_SALT: u64 = 0x7472_6163_655f_6964;
 const FILLER_SALT: u64 = 0x7472_6163_655f_6669;
 
-/// The pods' engine: Llama-3.1-8B on one H100, unchanged. Its KV cache, 27,000 blocks
-/// of 16 tokens (432,000 tokens), holds the conversation trace's longest request
-/// (126,195 prompt tokens + 332 output, 7,909 blocks) three times over; the engine model
-/// has no other length limit, and Llama-3.1's 131,072-token context admits it too.
-/// The 16-token block is the router's 64-character block, so both count reuse alike.
-/// A trace line that would not fit in an empty pod is refused at load time, since the
-/// engine would wait for room forever.
-const PROFILE: EngineProfile = EngineProfile::LLAMA_3_1_8B_H100;
+/// The pods' engine: Llama-3.1-8B on one H100, with prefill attention and KV reads that
+/// grow with context (docs/model-sim.md, "Long context"): this trace's prompts reach
+/// 126k tokens, where attention is three quarters of a prefill. Its KV cache, 26,674
+/// blocks of 16 tokens (426,784 tokens), holds the trace's longest request (126,195
+/// prompt tokens + 332 output, 7,909 blocks) three times over; the engine model has no
+/// other length limit, and Llama-3.1's 131,072-token context admits it too. The 16-token
+/// block is the router's 64-character block, so both count reuse alike. A trace line
+/// that would not fit in an empty pod is refused at load time, since the engine would
+/// wait for room forever.
+const PROFILE: EngineProfile = EngineProfile::LLAMA_3_1_8B_H100_LONG;
 const PODS: usize = 8;
 
 /// One request of the trace, as recorded.
