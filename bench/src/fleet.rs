@@ -89,6 +89,7 @@ impl Scraper {
         let mut signals = Vec::with_capacity(engines.len());
         let mut pods = Vec::with_capacity(engines.len());
         for ((engine, learner), &address) in engines.iter().zip(&mut self.learners).zip(&fleet.endpoints) {
+            learner.count_attention(fleet.routing.settings.cost.attention_crossover_tokens);
             let view = MetricsView {
                 model_name: BASE_MODEL,
                 stats: engine.stats(now),

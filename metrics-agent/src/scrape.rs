@@ -211,6 +211,7 @@ impl FleetScraper {
                 self.report_unknown(endpoint, &scraped.unknown);
                 let Scraped { mut signals, counters, .. } = scraped;
                 let learner = self.learners.entry(endpoint).or_default();
+                learner.count_attention(self.fleet.config.routing.cost.attention_crossover_tokens);
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
                 if let Some(failure) = self.failing.remove(&endpoint) {

@@ -12,6 +12,12 @@
 //!   prefill, and when it exceeds one the engine was prefilling all interval long;
 //! - decode step time = Δ(inter-token latency sum) / Δ(inter-token latency count);
 //! - mean uncached prompt = Δ(prompt tokens − cached tokens) / Δ(prefilled requests);
+//!
+//! where, given the routing config's `attention_crossover_tokens`, the uncached tokens
+//! count as the prefill work they are (`infergate_core::scoring::prefill_work_tokens`,
+//! over the window's mean prompt): the rate learned is then the linear one the router's
+//! cost model multiplies, not one that has already absorbed the attention of long
+//! prompts. Past that,
 //! - request rate = Δ(prefilled requests) / Δ(scrape time);
 //! - slot hold = Δ(inference time sum) / Δ(inference time count): how long a request
 //!   holds a batch slot, prefill and decode (vLLM's `request_inference_time_seconds`).
@@ -21,6 +27,7 @@
 //! interval it ended in. A counter that goes down means the pod restarted: the deltas
 //! start over.
 
+use infergate_core::scoring::prefill_work_tokens;
 use infergate_core::snapshot::PodSignals;
 
 use crate::prefill_fit::PrefillFit;
@@ -71,6 +78,9 @@ pub struct RateLearner {
     /// Where the current disjoint window of the overhead fit began.
     fit_from: Option<(Counters, f64)>,
     prefill_fit: PrefillFit,
+    /// The routing config's `cost.attention_crossover_tokens`; 0 counts prefill work as
+    /// plain tokens.
+    attention_crossover_tokens: f64,
 }
 
 fn delta(now: Option<f64>, before: Option<f64>) -> Option<f64> {
@@ -97,6 +107,19 @@ fn cached(now: &Counters, before: &Counters, prompt: f64) -> f64 {
 }
 
 impl RateLearner {
+    /// Counts prefill work with `crossover_tokens` from the next observation on.
+    pub fn count_attention(&mut self, crossover_tokens: f64) {
+        self.attention_crossover_tokens = crossover_tokens;
+    }
+
+    /// The prefill work of a window's `requests`: `prompt` tokens of which `cached` hit.
+    fn work(&self, prompt: f64, cached: f64, requests: Option<f64>) -> f64 {
+        match requests.filter(|r| *r >= 1.0) {
+            Some(n) => n * prefill_work_tokens(prompt / n, cached / n, self.attention_crossover_tokens),
+            None => (prompt - cached).max(0.0),
+        }
+    }
+
     /// `at_s` is when the scrape was taken, in seconds on any fixed clock.
     pub fn observe(&mut self, now: Counters, at_s: f64) {
         while self.history.len() > 1 && self.history.get(1).is_some_and(|(_, t)| at_s - t >= WINDOW_S) {
@@ -119,8 +142,9 @@ impl RateLearner {
             return;
         }
         self.fit_window(now, at_s);
-        let uncached =
-            delta(now.prompt_tokens, before.prompt_tokens).map(|prompt| prompt - cached(&now, &before, prompt));
+        let requests = delta(now.prefilled_requests, before.prefilled_requests);
+        let uncached = delta(now.prompt_tokens, before.prompt_tokens)
+            .map(|prompt| self.work(prompt, cached(&now, &before, prompt), requests));
         let elapsed = at_s - before_s;
         if let (Some(tokens), Some(seconds)) = (uncached, delta(now.prefill_seconds, before.prefill_seconds)) {
             let busy = if elapsed > 0.0 { seconds.min(elapsed) } else { seconds };
@@ -128,7 +152,6 @@ impl RateLearner {
                 self.prefill_tokens_per_s.update(tokens / busy);
             }
         }
-        let requests = delta(now.prefilled_requests, before.prefilled_requests);
         if let (Some(tokens), Some(requests)) = (uncached, requests) {
             if requests > 0.0 {
                 self.mean_prompt_tokens.update(tokens / requests);
@@ -170,7 +193,8 @@ impl RateLearner {
             delta(now.prefill_seconds, before.prefill_seconds),
         );
         if let (Some(prompt), Some(requests), Some(seconds)) = window {
-            self.prefill_fit.observe(requests, prompt - cached(&now, &before, prompt), seconds.min(elapsed));
+            let work = self.work(prompt, cached(&now, &before, prompt), Some(requests));
+            self.prefill_fit.observe(requests, work, seconds.min(elapsed));
         }
     }
 
@@ -200,6 +224,28 @@ mod tests {
             inference_seconds: None,
             inference_requests: None,
         }
+    }
+
+    #[test]
+    fn long_prompts_count_their_attention_so_the_rate_stays_linear() {
+        // One 100k-token cold prompt per 2 s window on a pod of 40,000 tokens/s of
+        // matrix work whose attention makes the crossover 50,000 tokens: 2.5 s of
+        // matrix work and 5 s of attention.
+        let seconds = 100_000.0 / 40_000.0 * (1.0 + 100_000.0 / 50_000.0);
+        let learn = |crossover: f64| {
+            let mut learner = RateLearner::default();
+            learner.count_attention(crossover);
+            learner.observe(counters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0.0);
+            learner.observe(counters(100_000.0, 0.0, seconds, 1.0, 0.0, 0.0), 10.0);
+            let mut s = PodSignals::default();
+            learner.apply(&mut s);
+            (s.prefill_tokens_per_s.unwrap(), s.mean_prompt_tokens.unwrap())
+        };
+        let (rate, work) = learn(50_000.0);
+        assert!((rate - 40_000.0).abs() < 1e-6, "the linear rate: {rate}");
+        assert_eq!(work, 300_000.0, "the prefill work, in tokens at that rate");
+        let (linear, _) = learn(0.0);
+        assert!((linear - 40_000.0 / 3.0).abs() < 1e-6, "attention folded into the rate: {linear}");
     }
 
     #[test]

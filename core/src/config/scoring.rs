@@ -178,6 +178,15 @@ pub struct CostDefaults {
     /// and of the running requests whose end frees KV room.
     #[serde(default = "CostDefaults::default_output_tokens")]
     pub output_tokens: f64,
+    /// The prompt length, in tokens, at which a prefill's attention costs as much as its
+    /// matrix work: each token attends to every one before it, so a prefill of the
+    /// tokens past a cached prefix `c` of a prompt of `L` costs `(L − c) × (1 + (L + c)
+    /// / this)` tokens at the learned rate. About 50,000 for 7–8B models (53,000 by
+    /// their FLOP count: 13.96 GFLOP of matrix work per token against 524,288 FLOP per
+    /// token pair for Llama-3.1-8B), twice that for 70B ones; 0 prices prefill
+    /// linearly.
+    #[serde(default = "CostDefaults::default_attention_crossover_tokens")]
+    pub attention_crossover_tokens: f64,
 }
 
 impl CostDefaults {
@@ -199,6 +208,16 @@ impl CostDefaults {
     fn default_output_tokens() -> f64 {
         256.0
     }
+    fn default_attention_crossover_tokens() -> f64 {
+        50_000.0
+    }
+
+    /// The prefill work of a prompt of `prompt_tokens` past a cached prefix of
+    /// `cached_tokens`, in tokens at the pod's linear rate
+    /// ([`crate::scoring::prefill_work_tokens`]).
+    pub fn prefill_work_tokens(&self, prompt_tokens: f64, cached_tokens: f64) -> f64 {
+        crate::scoring::prefill_work_tokens(prompt_tokens, cached_tokens, self.attention_crossover_tokens)
+    }
 }
 
 impl Default for CostDefaults {
@@ -210,6 +229,7 @@ impl Default for CostDefaults {
             lora_load_ms: Self::default_lora_load_ms(),
             unknown_pod_penalty_ms: Self::default_unknown_pod_penalty_ms(),
             output_tokens: Self::default_output_tokens(),
+            attention_crossover_tokens: Self::default_attention_crossover_tokens(),
         }
     }
 }

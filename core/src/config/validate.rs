@@ -60,7 +60,12 @@ pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Resu
             return Err(ConfigError::at(&cost.key(name), format!("must be a finite number > 0, got {value}")));
         }
     }
-    for (name, value) in [("lora_load_ms", c.lora_load_ms), ("unknown_pod_penalty_ms", c.unknown_pod_penalty_ms)] {
+    let non_negative = [
+        ("lora_load_ms", c.lora_load_ms),
+        ("unknown_pod_penalty_ms", c.unknown_pod_penalty_ms),
+        ("attention_crossover_tokens", c.attention_crossover_tokens),
+    ];
+    for (name, value) in non_negative {
         if !(value.is_finite() && value >= 0.0) {
             return Err(ConfigError::at(&cost.key(name), format!("must be a finite number >= 0, got {value}")));
         }

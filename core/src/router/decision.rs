@@ -38,6 +38,8 @@ pub struct PodReport {
     pub running: f64,
     pub kv_cache_usage: Option<f64>,
     pub matched_blocks: usize,
+    /// The prompt tokens the matched blocks hold (all but the last token at most).
+    pub cached_tokens: f64,
     pub adapter: AdapterState,
     pub ttft: TtftBreakdown,
 }
@@ -57,6 +59,7 @@ impl PodReport {
             running: c.running,
             kv_cache_usage: c.kv_cache_usage,
             matched_blocks: c.matched_blocks,
+            cached_tokens: shape.cached_tokens(c.matched_blocks),
             adapter: c.adapter,
             ttft: predicted_ttft(c, shape, &settings.cost, profile),
         }

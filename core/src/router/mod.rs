@@ -314,8 +314,8 @@ impl Router {
                 return Ok(hold(Some(chosen.ttft.ttft_ms)));
             }
         }
-        let cached = chosen.matched_blocks as f64 * shape.tokens_per_block;
-        let pending_prefill_tokens = (shape.prompt_tokens - cached).max(1.0) as u64;
+        let pending_prefill_tokens =
+            settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64;
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
         let decision = Decision {
             pool: pool.name.clone(),

@@ -11,6 +11,7 @@ mod kv_cache;
 mod lora_affinity;
 mod normalize;
 mod predicted_ttft;
+mod prefill_work;
 mod prefix_affinity;
 mod prefix_cache;
 mod queue_depth;
@@ -23,6 +24,7 @@ use crate::endpoint::Endpoint;
 pub use conversation_affinity::keep_conversation;
 pub use kv_cache::over_threshold;
 pub use predicted_ttft::{TtftBreakdown, predicted_ttft};
+pub use prefill_work::prefill_work_tokens;
 pub use prefix_affinity::keep_with_owner;
 pub use rank::rank_top;
 pub use replica_share::{
@@ -114,6 +116,14 @@ pub struct RequestShape {
     pub output_tokens: f64,
     /// The longest prefix match among the candidates, in blocks: who owns the prefix.
     pub best_matched_blocks: usize,
+}
+
+impl RequestShape {
+    /// The prompt tokens `matched_blocks` hold: all but the last token at most, which
+    /// an engine always computes.
+    pub fn cached_tokens(&self, matched_blocks: usize) -> f64 {
+        (matched_blocks as f64 * self.tokens_per_block).min((self.prompt_tokens - 1.0).max(0.0))
+    }
 }
 
 /// One weighted-mode scorer: a score in 0..=1 per candidate, higher is better.

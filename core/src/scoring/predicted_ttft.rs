@@ -5,7 +5,8 @@
 //! rate, step   = learned prefill_tokens_per_s / factor, decode_step_ms × factor
 //! ahead        = max(waiting × mean_prompt_tokens, pending_prefill_tokens)
 //! queue_ms     = max(1000 × ahead / rate, kv_wait_ms)
-//! ttft_ms      = queue_ms + 1000 × (prompt_tokens − cached_tokens) / rate + step
+//! own          = (prompt_tokens − cached) × (1 + (prompt_tokens + cached) / crossover)
+//! ttft_ms      = queue_ms + 1000 × own / rate + step
 //!              + adapter_load_ms + unknown_pod_penalty_ms
 //! hold         = learned slot_hold_ms, else output_tokens × step
 //! kv_wait_ms   = (waiting + 1) × hold / max(running, 1)
@@ -18,6 +19,14 @@
 //!                only for a prompt no pod really holds
 //! cost_ms      = ttft_ms + impact_ms + resident_ms + evict_ms
 //! ```
+//!
+//! `own` is the prefill's work in tokens at the pod's linear rate (`prefill_work.rs`):
+//! each token attends to every one before it, so past `cost.attention_crossover_tokens`
+//! (50,000 by default) attention costs more than the matrix work. The pending prefill a
+//! gateway counts on a pod, and the mean prompt the agent learns, are in the same unit.
+//! Without it the trace replay's long prompts (to 126k tokens) were priced at a third of
+//! their cost, and requests queued behind them (quick suite, trace-replay TTFT p90 at
+//! 1/1.5/2/2.5×: 1.38/1.55/1.78/1.88 s linear, 1.33/1.38/1.60/1.64 s with it).
 //!
 //! `factor` is the pool's learned ratio of observed to predicted TTFT
 //! (`router::calibration`): speeds read from the pods' histograms are corrected by
@@ -124,8 +133,8 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
     let step_ms = positive(c.learned.decode_step_ms, defaults.decode_step_ms) * factor;
     let mean_prompt = positive(c.learned.mean_prompt_tokens, defaults.mean_prompt_tokens);
     let waiting = if c.waiting.is_finite() { c.waiting.max(0.0) } else { f64::MAX / 4.0 };
-    let cached = (c.matched_blocks as f64 * shape.tokens_per_block).min((shape.prompt_tokens - 1.0).max(0.0));
-    let own = (shape.prompt_tokens - cached).max(1.0);
+    let cached = shape.cached_tokens(c.matched_blocks);
+    let own = defaults.prefill_work_tokens(shape.prompt_tokens, cached).max(1.0);
     let pending = if c.pending_prefill_tokens.is_finite() { c.pending_prefill_tokens.max(0.0) } else { 0.0 };
     let ahead = (waiting * mean_prompt).max(pending);
     let hold_ms = positive(c.learned.slot_hold_ms, defaults.output_tokens * step_ms);
@@ -210,8 +219,30 @@ mod tests {
         RequestShape { prompt_tokens, tokens_per_block: 16.0, output_tokens: 100.0, best_matched_blocks: 0 }
     }
 
+    /// Linear prefill, so that the sums below are plain.
+    fn linear() -> CostDefaults {
+        CostDefaults { attention_crossover_tokens: 0.0, ..CostDefaults::default() }
+    }
+
     fn cost(c: &Candidate, prompt: f64) -> f64 {
-        predicted_ttft(c, &shape(prompt), &CostDefaults::default(), Profile::Latency).total_ms
+        predicted_ttft(c, &shape(prompt), &linear(), Profile::Latency).total_ms
+    }
+
+    #[test]
+    fn a_long_prompts_prefill_costs_its_attention() {
+        let c = candidate(1, 0.0, 0.0, Some(0.0));
+        let prefill = |prompt: f64, cached_blocks: usize, defaults: &CostDefaults| {
+            let mut c = c;
+            c.matched_blocks = cached_blocks;
+            predicted_ttft(&c, &shape(prompt), defaults, Profile::Latency).prefill_ms - 20.0
+        };
+        // 6,000 new tokens after 114,000 cached: 600 ms linear, 5.7 times that with
+        // attention, over a context of 117,000 tokens on average.
+        let attention = CostDefaults::default();
+        assert!((prefill(120_000.0, 7_125, &linear()) - 600.0).abs() < 1e-6);
+        assert!((prefill(120_000.0, 7_125, &attention) - 600.0 * (1.0 + 234_000.0 / 50_000.0)).abs() < 1e-6);
+        // Short prompts barely change: 1,000 tokens cost 2% more.
+        assert!((prefill(1_000.0, 0, &attention) - 102.0).abs() < 1e-6);
     }
 
     #[test]
