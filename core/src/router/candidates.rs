@@ -183,14 +183,19 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     (candidate, fresh)
 }
 
-/// Gives every pod that reported metrics the median of the pool's learned prefill rates
-/// and decode steps ([`LearnedSpeeds::Pool`]); a pod not learned yet gets them too.
+/// Gives every pod that reported metrics the median of the pool's learned prefill rates,
+/// decode steps and mean prompts ([`LearnedSpeeds::Pool`]); a pod not learned yet gets
+/// them too. The pods of a pool serve one workload, so its mean prompt is one figure;
+/// each pod's own is taken over the few requests of one window and, with heavy-tailed
+/// prompt lengths, swings by two orders of magnitude from one window to the next.
 fn pool_speeds(candidates: &mut [Candidate]) {
     let prefill = median(candidates.iter().filter_map(|c| c.learned.prefill_tokens_per_s));
     let step = median(candidates.iter().filter_map(|c| c.learned.decode_step_ms));
+    let prompt = median(candidates.iter().filter_map(|c| c.learned.mean_prompt_tokens));
     for c in candidates.iter_mut().filter(|c| c.has_metrics) {
         c.learned.prefill_tokens_per_s = prefill.or(c.learned.prefill_tokens_per_s);
         c.learned.decode_step_ms = step.or(c.learned.decode_step_ms);
+        c.learned.mean_prompt_tokens = prompt.or(c.learned.mean_prompt_tokens);
     }
 }
 

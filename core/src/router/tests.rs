@@ -428,6 +428,20 @@ fn learned_characters_per_token_size_the_prompt_and_the_pods_prefix_capacity() {
 }
 
 #[test]
+fn the_pools_median_mean_prompt_prices_every_pods_queue() {
+    // Two pods with two requests waiting each; one window of pod 2 held one 100k-token
+    // prompt, pod 1's a few short ones. One workload, one figure: their queues price alike.
+    let pod_with = |port, mean_prompt| {
+        let learned = PodSignals { mean_prompt_tokens: Some(mean_prompt), ..signals(2.0, 0.1) };
+        PodState::scraped(ep(port), 1_000, learned)
+    };
+    let (mut router, _) = router_with(vec![pod_with(1, 300.0), pod_with(2, 100_000.0), pod_with(3, 2_000.0)]);
+    let d = router.route(&request("base"), 1_010, &mut LocalLedger::default()).unwrap();
+    let runner_up = d.runner_up.unwrap();
+    assert_eq!(d.chosen.ttft.queue_ms, runner_up.ttft.queue_ms, "{}", d.explain());
+}
+
+#[test]
 fn the_pools_median_speed_prices_every_pod_unless_each_pods_own_is_asked_for() {
     let speed = |port, rate| {
         let learned = PodSignals { prefill_tokens_per_s: Some(rate), ..signals(0.0, 0.1) };
