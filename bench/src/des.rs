@@ -18,7 +18,7 @@ use crate::calibration::{CalibrationResult, PrefillShares};
 use crate::fleet::{FleetConfig, SCRAPE_INTERVAL_S, Scraper};
 use crate::policies::{PickContext, Policy};
 use crate::request::{Arrival, BenchRequest};
-use crate::results::{RequestOutcome, RunResult};
+use crate::results::{PrefixBelief, RequestOutcome, RunResult};
 use crate::workloads::Scenario;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -92,6 +92,7 @@ pub fn run_scraped_every(scenario: &Scenario, policy: &mut dyn Policy, scrape_in
         result.calibration =
             Some(CalibrationResult::measure(from_s, policy.ttft_predictions(), &sim.outcomes, &sim.shares));
     }
+    result.prefix_belief = policy.prefix_beliefs().map(|beliefs| PrefixBelief::measure(beliefs, &sim.outcomes));
     result
 }
 
@@ -195,9 +196,10 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy, scrape_interval_s: f64
             Event::StepEnd(pod) => {
                 for event in steps.end(pod) {
                     match event {
-                        EngineEvent::FirstToken { id, at, .. } => {
+                        EngineEvent::FirstToken { id, at, cached_tokens } => {
                             let id = id as usize;
                             outcomes[id].first_token = Some(at);
+                            outcomes[id].cached_tokens = cached_tokens;
                             policy.on_first_token(id, pod, &scenario.requests[id], at);
                         }
                         EngineEvent::Finished { id, at } => {

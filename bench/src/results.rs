@@ -17,6 +17,8 @@ pub struct RequestOutcome {
     pub not_sent: bool,
     /// Refused by the policy (a sheddable request with nowhere to go).
     pub shed: bool,
+    /// Prompt tokens its pod found in its prefix cache.
+    pub cached_tokens: u32,
 }
 
 /// Latency percentiles in milliseconds.
@@ -43,6 +45,57 @@ pub struct RunResult {
     /// Only the `calibration` scenarios measure these.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<CalibrationResult>,
+    /// What the router believed its pod held of each prompt against what the pod's
+    /// cache had (policies that keep a belief: infergate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_belief: Option<PrefixBelief>,
+}
+
+/// The prompt tokens a router believed the chosen pod held, for one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Belief {
+    pub id: usize,
+    pub believed_tokens: f64,
+}
+
+/// A router's prefix index against the pods' caches, over the requests that had their
+/// first token: the tokens it believed cached on the pod it chose, and the tokens the
+/// pod found cached at admission (what vLLM reports as `cached_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PrefixBelief {
+    pub requests: usize,
+    /// Σ believed ÷ Σ cached: above 1 the index is optimistic.
+    pub believed_over_cached: f64,
+    /// Requests whose belief exceeded the cache by more than a 64-token block.
+    pub optimistic_share: f64,
+    /// Requests whose cache exceeded the belief by more than a block.
+    pub pessimistic_share: f64,
+    /// Mean |believed − cached| ÷ mean prompt tokens... in tokens.
+    pub mean_abs_error_tokens: f64,
+}
+
+impl PrefixBelief {
+    pub fn measure(beliefs: &[Belief], outcomes: &[RequestOutcome]) -> Self {
+        const SLACK: f64 = 64.0;
+        let pairs: Vec<(f64, f64)> = beliefs
+            .iter()
+            .filter_map(|b| {
+                outcomes
+                    .get(b.id)
+                    .filter(|o| o.first_token.is_some())
+                    .map(|o| (b.believed_tokens, f64::from(o.cached_tokens)))
+            })
+            .collect();
+        let n = pairs.len().max(1) as f64;
+        let (believed, cached): (f64, f64) = pairs.iter().fold((0.0, 0.0), |(b, c), (x, y)| (b + x, c + y));
+        Self {
+            requests: pairs.len(),
+            believed_over_cached: round3(if cached > 0.0 { believed / cached } else { 0.0 }),
+            optimistic_share: round3(pairs.iter().filter(|(b, c)| b > &(c + SLACK)).count() as f64 / n),
+            pessimistic_share: round3(pairs.iter().filter(|(b, c)| c > &(b + SLACK)).count() as f64 / n),
+            mean_abs_error_tokens: round3(pairs.iter().map(|(b, c)| (b - c).abs()).sum::<f64>() / n),
+        }
+    }
 }
 
 /// Microseconds from 1 µs to one hour, three significant digits.
@@ -112,6 +165,7 @@ impl RunResult {
             lora_loads: stats.iter().map(|s| s.lora_loads_total).sum(),
             load_imbalance_cv: round3(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
             calibration: None,
+            prefix_belief: None,
         }
     }
 }

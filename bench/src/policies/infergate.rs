@@ -18,6 +18,7 @@ use super::{PickContext, Policy};
 use crate::calibration::TtftPrediction;
 use crate::fleet::{FleetConfig, ScrapeView};
 use crate::request::BenchRequest;
+use crate::results::Belief;
 
 pub struct Infergate {
     pub(super) router: Router,
@@ -27,6 +28,8 @@ pub struct Infergate {
     routed: HashMap<usize, Routed>,
     /// Each first token beside its prediction, in the order they came.
     predictions: Vec<TtftPrediction>,
+    /// Each first token's prefix belief.
+    beliefs: Vec<Belief>,
 }
 
 struct Routed {
@@ -38,6 +41,8 @@ struct Routed {
     /// When it was routed and the TTFT predicted for it, seconds and milliseconds.
     routed_at: f64,
     predicted_ttft_ms: f64,
+    /// Prompt tokens believed cached on `counted_on`.
+    believed_cached_tokens: f64,
 }
 
 impl Infergate {
@@ -48,6 +53,7 @@ impl Infergate {
             endpoints: fleet.endpoints.clone(),
             routed: HashMap::new(),
             predictions: Vec::new(),
+            beliefs: Vec::new(),
         }
     }
 }
@@ -102,6 +108,7 @@ impl Infergate {
                 pool: decision.pool,
                 routed_at: ctx.now,
                 predicted_ttft_ms: decision.chosen.ttft.ttft_ms,
+                believed_cached_tokens: decision.chosen.cached_tokens,
             },
         );
         self.endpoints.iter().position(|e| *e == endpoint).unwrap_or(0)
@@ -133,6 +140,7 @@ impl Policy for Infergate {
             }
             let observed_ms = (at - routed.routed_at) * 1000.0;
             self.router.observe_first_token(&routed.pool, routed.predicted_ttft_ms, observed_ms);
+            self.beliefs.push(Belief { id, believed_tokens: routed.believed_cached_tokens });
             self.predictions.push(TtftPrediction {
                 routed_at_s: routed.routed_at,
                 pod,
@@ -151,5 +159,9 @@ impl Policy for Infergate {
 
     fn ttft_predictions(&self) -> Option<&[TtftPrediction]> {
         Some(&self.predictions)
+    }
+
+    fn prefix_beliefs(&self) -> Option<&[Belief]> {
+        Some(&self.beliefs)
     }
 }

@@ -67,6 +67,11 @@ pub trait Policy: Send {
     fn ttft_predictions(&self) -> Option<&[TtftPrediction]> {
         None
     }
+    /// The prompt tokens believed cached on the chosen pod, per request routed so far
+    /// that had its first token; `None` for a policy that keeps no belief.
+    fn prefix_beliefs(&self) -> Option<&[crate::results::Belief]> {
+        None
+    }
 }
 
 /// The names, in report order.

@@ -142,6 +142,7 @@ mod tests {
             lora_loads: 0,
             load_imbalance_cv: 0.0,
             calibration: None,
+            prefix_belief: None,
         }
     }
 

@@ -32,6 +32,15 @@ impl WorkloadReport {
         self.policies.iter().find(|p| p.policy == name)
     }
 
+    /// What a load step counts: replay speed, concurrent sessions, or requests per second.
+    pub fn load_unit(&self) -> &'static str {
+        match self.workload.as_str() {
+            "trace-replay" => "× the trace's recorded rate",
+            "agentic" => "sessions at once",
+            _ => "req/s",
+        }
+    }
+
     /// The heaviest step, where policies differ most.
     pub fn top_step(&self) -> usize {
         self.qps.len().saturating_sub(1)
@@ -48,32 +57,51 @@ fn fmt_ms(ms: f64) -> String {
     }
 }
 
-/// TTFT p90 per policy and step, then every metric at the heaviest step.
+/// One table of `cell` per policy (rows) and load step (columns).
+fn by_load(out: &mut String, report: &WorkloadReport, title: &str, cell: impl Fn(&RunResult) -> String) {
+    let _ = writeln!(out, "{title} by offered load ({}):\n", report.load_unit());
+    let _ = write!(out, "| policy |");
+    for qps in &report.qps {
+        let _ = write!(out, " {qps} |");
+    }
+    let _ = write!(out, "\n|---|");
+    for _ in &report.qps {
+        let _ = write!(out, "---:|");
+    }
+    out.push('\n');
+    for policy in &report.policies {
+        let _ = write!(out, "| {} |", policy.policy);
+        for run in &policy.runs {
+            let _ = write!(out, " {} |", cell(run));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+/// The real-trace workloads, whose targets hold at every load step.
+const EVERY_LOAD: [&str; 2] = ["trace-replay", "agentic"];
+
+/// TTFT p90 per policy and step (and, for the real traces, mean and prefix hit rate),
+/// then every metric at the heaviest step.
 pub fn markdown(reports: &[WorkloadReport]) -> String {
     let mut out = String::new();
     for report in reports {
-        let _ = writeln!(out, "### {}\n\nTTFT p90 (ms) by offered load (req/s):\n", report.workload);
-        let _ = write!(out, "| policy |");
-        for qps in &report.qps {
-            let _ = write!(out, " {qps} |");
+        let _ = writeln!(out, "### {}\n", report.workload);
+        by_load(&mut out, report, "TTFT p90 (ms)", |r| fmt_ms(r.ttft_ms.p90));
+        if EVERY_LOAD.contains(&report.workload.as_str()) {
+            by_load(&mut out, report, "TTFT mean (ms)", |r| fmt_ms(r.ttft_ms.mean));
+            by_load(&mut out, report, "Prefix hit rate", |r| format!("{:.1}%", 100.0 * r.prefix_hit_rate));
         }
-        let _ = write!(out, "\n|---|");
-        for _ in &report.qps {
-            let _ = write!(out, "---:|");
-        }
-        out.push('\n');
-        for policy in &report.policies {
-            let _ = write!(out, "| {} |", policy.policy);
-            for run in &policy.runs {
-                let _ = write!(out, " {} |", fmt_ms(run.ttft_ms.p90));
-            }
-            out.push('\n');
+        if let Some(ours) = report.policy("infergate").filter(|p| p.runs.iter().any(|r| r.prefix_belief.is_some())) {
+            out.push_str(&belief_markdown(report, ours));
         }
         let top = report.top_step();
         let _ = writeln!(
             out,
-            "\nAt {} req/s:\n\n| policy | TTFT mean | p50 | p90 | p99 | TPOT p90 | E2E p90 | output tok/s | prefix hit | LoRA loads | failed | busy CV |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-            report.qps.get(top).copied().unwrap_or_default()
+            "At {} {}:\n\n| policy | TTFT mean | p50 | p90 | p99 | TPOT p90 | E2E p90 | output tok/s | prefix hit | LoRA loads | failed | busy CV |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            report.qps.get(top).copied().unwrap_or_default(),
+            report.load_unit()
         );
         for policy in &report.policies {
             if let Some(r) = policy.runs.get(top) {
@@ -101,6 +129,60 @@ pub fn markdown(reports: &[WorkloadReport]) -> String {
     out
 }
 
+/// How infergate's prefix index matched the pods' caches, by load step.
+fn belief_markdown(report: &WorkloadReport, ours: &PolicyRuns) -> String {
+    let mut out = String::from(
+        "infergate's prefix belief against the pods' caches (per request: the prompt tokens it believed its chosen pod held, and those the pod found):\n\n| load | requests | believed ÷ cached | believed more (> 64 tokens) | cached more | mean abs error (tokens) |\n|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for (qps, run) in report.qps.iter().zip(&ours.runs) {
+        if let Some(b) = &run.prefix_belief {
+            let _ = writeln!(
+                out,
+                "| {qps} | {} | {:.3} | {:.1}% | {:.1}% | {:.0} |",
+                b.requests,
+                b.believed_over_cached,
+                100.0 * b.optimistic_share,
+                100.0 * b.pessimistic_share,
+                b.mean_abs_error_tokens
+            );
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// The real-trace targets at every load step: infergate's TTFT p90 and mean at most
+/// every peer's, its prefix hit rate at least the best peer's.
+fn every_load_rows(r: &WorkloadReport, row: &mut dyn FnMut(&str, &str, String, bool)) {
+    const PEERS: [&str; 4] = ["gie_default", "llmd_precise", "sglang_cache_aware", "dynamo_kv"];
+    let Some(ours) = r.policy("infergate") else { return };
+    for (step, qps) in r.qps.iter().enumerate() {
+        let Some(mine) = ours.runs.get(step) else { continue };
+        let peers: Vec<(&str, &RunResult)> =
+            PEERS.iter().filter_map(|&p| Some((p, r.policy(p)?.runs.get(step)?))).collect();
+        let worst = |value: fn(&RunResult) -> f64| {
+            peers.iter().map(|(name, run)| (*name, value(mine) / value(run))).max_by(|a, b| a.1.total_cmp(&b.1))
+        };
+        let name = r.workload.as_str();
+        if let Some((peer, ratio)) = worst(|x| x.ttft_ms.p90) {
+            row(name, &format!("TTFT p90 ≤ every peer's at {qps}"), format!("{ratio:.3}× {peer}"), ratio <= 1.0);
+        }
+        if let Some((peer, ratio)) = worst(|x| x.ttft_ms.mean) {
+            row(name, &format!("TTFT mean ≤ every peer's at {qps}"), format!("{ratio:.3}× {peer}"), ratio <= 1.0);
+        }
+        let best = peers.iter().map(|(n, run)| (*n, run.prefix_hit_rate)).max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((peer, theirs)) = best {
+            let (a, b) = (100.0 * mine.prefix_hit_rate, 100.0 * theirs);
+            row(
+                name,
+                &format!("prefix hit rate ≥ the best peer's at {qps}"),
+                format!("{a:.1}% vs {b:.1}% {peer}"),
+                a >= b,
+            );
+        }
+    }
+}
+
 /// The ratios the targets are stated in, from the heaviest step of each workload.
 pub fn targets(reports: &[WorkloadReport]) -> String {
     let mut out = String::from("| workload | target | measured | met |\n|---|---|---:|:---:|\n");
@@ -117,6 +199,10 @@ pub fn targets(reports: &[WorkloadReport]) -> String {
         let name = r.workload.as_str();
         for (target, measured, met) in calibration::target_rows(r) {
             row(name, &target, measured, met);
+        }
+        if EVERY_LOAD.contains(&name) {
+            every_load_rows(r, &mut row);
+            continue;
         }
         let Some(ours) = p90(r, "infergate") else { continue };
         if name == "bursty-chat" {
