@@ -100,11 +100,8 @@ impl EngineProfile {
 
     /// The long-context model with vLLM's `--kv-cache-dtype fp8`: 64 KiB of KV per
     /// token, so twice the blocks (853,568 tokens) and half the bytes read per step.
-    pub const LLAMA_3_1_8B_H100_FP8_KV: EngineProfile = EngineProfile {
-        num_gpu_blocks: 53_348,
-        kv_read_ns_per_token: 19.6,
-        ..Self::LLAMA_3_1_8B_H100_LONG
-    };
+    pub const LLAMA_3_1_8B_H100_FP8_KV: EngineProfile =
+        EngineProfile { num_gpu_blocks: 53_348, kv_read_ns_per_token: 19.6, ..Self::LLAMA_3_1_8B_H100_LONG };
 
     pub const TINY: EngineProfile = EngineProfile {
         max_num_seqs: 8,
