@@ -268,7 +268,7 @@ pub(crate) fn engine_request(engine: &Engine, id: usize, now: f64, request: &Ben
     SimRequest::from_text(
         id as u64,
         now,
-        &request.prompt,
+        &request.prompt.bytes(),
         request.output_tokens,
         request.adapter.clone(),
         engine.profile().block_size,

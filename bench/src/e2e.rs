@@ -322,7 +322,7 @@ type Sent = (Option<Instant>, Option<Instant>, Option<String>, Option<String>);
 async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Sent {
     let body = json!({
         "model": request.model,
-        "messages": [{"role": "user", "content": String::from_utf8_lossy(&request.prompt)}],
+        "messages": [{"role": "user", "content": String::from_utf8_lossy(&request.prompt.bytes())}],
         "max_tokens": request.output_tokens,
         "stream": true,
     });
@@ -349,8 +349,13 @@ mod tests {
 
     /// One conversation of four turns, served by these pods, with these decisions.
     fn conversation(pods: [usize; 4], decisions: [Option<&String>; 4]) -> FollowUps {
-        let turn =
-            |arrival| BenchRequest { arrival, model: "m".into(), adapter: None, prompt: Vec::new(), output_tokens: 1 };
+        let turn = |arrival| BenchRequest {
+            arrival,
+            model: "m".into(),
+            adapter: None,
+            prompt: Vec::new().into(),
+            output_tokens: 1,
+        };
         let scenario = Scenario {
             pods: 2,
             profile: infergate_model_sim::engine::EngineProfile::TINY,

@@ -12,7 +12,7 @@ use infergate_bench::policies::{self, POLICIES};
 use infergate_bench::report::{self, PolicyRuns, WorkloadReport};
 use infergate_bench::results::RunResult;
 use infergate_bench::suite::{self, SuiteKind};
-use infergate_bench::workloads::{Scenario, TraceReplay, Workload};
+use infergate_bench::workloads::{Agentic, Scenario, TraceReplay, Workload};
 use infergate_bench::{des, fleet};
 
 /// Discrete-event benchmark: the model-sim engine in virtual time, routed by each
@@ -78,6 +78,17 @@ struct Args {
     /// suite's window.
     #[arg(long)]
     trace_window: Option<f64>,
+    /// The directory of recorded agent sessions `agentic` plays (kv-cache-tester's
+    /// trace_*.json); without it, ../shared/traces/agentic when it is there, else the
+    /// workload is skipped.
+    #[arg(long, value_name = "DIR")]
+    agentic: Option<PathBuf>,
+    /// Sessions at once of `agentic` (its load steps), in place of the suite's.
+    #[arg(long, value_delimiter = ',')]
+    agentic_sessions: Vec<f64>,
+    /// Seconds `agentic` sends calls for, in place of the suite's.
+    #[arg(long)]
+    agentic_duration: Option<f64>,
 }
 
 /// A scenario made on first use and dropped once its last run is done.
@@ -160,6 +171,45 @@ fn trace_workload(args: &Args) -> Result<Option<TraceReplay>, String> {
         trace.speeds,
     );
     Ok(Some(trace))
+}
+
+/// `agentic`, if it is to run: `Ok(None)` when filtered out, or when no directory was
+/// named and the default one is absent (said on stderr).
+fn agentic_workload(args: &Args) -> Result<Option<Agentic>, String> {
+    if !(args.workloads.is_empty() || args.workloads.iter().any(|n| n == Agentic::NAME)) {
+        return Ok(None);
+    }
+    if let Some(bad) = args.agentic_sessions.iter().find(|n| !(n.is_finite() && **n >= 1.0)) {
+        return Err(format!("--agentic-sessions: {bad} is not a number of sessions"));
+    }
+    if let Some(bad) = args.agentic_duration.filter(|d| !(d.is_finite() && *d > 0.0)) {
+        return Err(format!("--agentic-duration: {bad} is not a number of seconds"));
+    }
+    let dir = match &args.agentic {
+        Some(dir) => dir.clone(),
+        None => {
+            let dir = PathBuf::from(suite::DEFAULT_AGENTIC);
+            if !dir.is_dir() {
+                eprintln!(
+                    "note: skipping {}: no sessions at {} (run from the repository root, or pass --agentic DIR)",
+                    Agentic::NAME,
+                    dir.display()
+                );
+                return Ok(None);
+            }
+            dir
+        }
+    };
+    let sessions = (!args.agentic_sessions.is_empty()).then(|| args.agentic_sessions.clone());
+    let agentic = suite::agentic(args.suite, &dir, sessions, args.agentic_duration).map_err(|e| e.to_string())?;
+    eprintln!(
+        "{}: {}; {:?} sessions at once, calls sent for {} s",
+        Agentic::NAME,
+        agentic.describe(),
+        agentic.counts,
+        agentic.duration_s
+    );
+    Ok(Some(agentic))
 }
 
 /// Part 2's replay of the trace (`--trace`, or the default one when present), unless
@@ -317,6 +367,13 @@ fn main() -> ExitCode {
     let mut workloads = suite::workloads(args.suite);
     match trace_workload(&args) {
         Ok(trace) => workloads.extend(trace.map(|t| Box::new(t) as Box<dyn Workload>)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match agentic_workload(&args) {
+        Ok(agentic) => workloads.extend(agentic.map(|a| Box::new(a) as Box<dyn Workload>)),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use crate::workloads::{
-    BurstyChat, Calibration, CalibrationCase, LoraVariant, MultiLora, MultiRoundChat, SharedPrefix, TraceError,
-    TraceReplay, Workload,
+    Agentic, AgenticError, BurstyChat, Calibration, CalibrationCase, LoraVariant, MultiLora, MultiRoundChat,
+    SharedPrefix, TraceError, TraceReplay, Workload,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -92,6 +92,33 @@ pub fn trace_replay(
         None => plan_window,
     };
     TraceReplay::load(path, speeds.unwrap_or(plan_speeds), window_s)
+}
+
+/// The sessions `agentic` plays unless told otherwise, relative to the repository root
+/// (see ../shared/traces/agentic/SOURCES.md).
+pub const DEFAULT_AGENTIC: &str = "../shared/traces/agentic";
+
+/// Sessions at once and the seconds calls are sent for, of `agentic` in each suite.
+pub fn agentic_plan(kind: SuiteKind) -> (Vec<f64>, f64) {
+    match kind {
+        SuiteKind::Quick => (vec![8.0, 16.0, 32.0, 64.0], 1800.0),
+        SuiteKind::Full => (vec![8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0], 3600.0),
+    }
+}
+
+/// Users start within this many seconds of the beginning.
+const AGENTIC_STAGGER_S: f64 = 120.0;
+
+/// `agentic` of the sessions in `dir` with the suite's plan, or the given session
+/// counts and duration.
+pub fn agentic(
+    kind: SuiteKind,
+    dir: &Path,
+    sessions: Option<Vec<f64>>,
+    duration_s: Option<f64>,
+) -> Result<Agentic, AgenticError> {
+    let (counts, duration) = agentic_plan(kind);
+    Agentic::load(dir, sessions.unwrap_or(counts), duration_s.unwrap_or(duration), AGENTIC_STAGGER_S)
 }
 
 /// The seed of part 2's request set `set` of `workload` (set 0 is a single-set run's).

@@ -17,7 +17,7 @@ fn requests(count: usize, gap_s: f64) -> Vec<BenchRequest> {
             arrival: Arrival::At(i as f64 * gap_s),
             model: BASE_MODEL.into(),
             adapter: None,
-            prompt: render(&[("user", &text(&mut rng, 4_000))]),
+            prompt: render(&[("user", &text(&mut rng, 4_000))]).into(),
             output_tokens: 20,
         })
         .collect()

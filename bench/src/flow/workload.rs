@@ -112,7 +112,7 @@ impl Tenants {
                 arrival: Arrival::At(at),
                 model: BASE_MODEL.into(),
                 adapter: None,
-                prompt,
+                prompt: prompt.into(),
                 output_tokens: lognormal(&mut rng, 150.0, 0.6).clamp(8.0, 1_000.0) as u32,
             });
             tags.push(Tag { tenant: sender.tenant, band: sender.band, ttft_target_ms });

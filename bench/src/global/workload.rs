@@ -78,7 +78,7 @@ impl TwoRegions {
                 arrival: Arrival::At(at),
                 model: BASE_MODEL.into(),
                 adapter: None,
-                prompt,
+                prompt: prompt.into(),
                 output_tokens: output,
             });
             tags.push(Tags { origin, batch });

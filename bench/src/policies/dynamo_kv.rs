@@ -24,9 +24,8 @@
 use std::collections::HashMap;
 
 use infergate_core::wire::CHARS_PER_TOKEN;
-use infergate_model_sim::engine::block_hashes;
 
-use super::{PickContext, Policy, argmax};
+use super::{HashedOnce, PickContext, Policy, argmax};
 use crate::request::BenchRequest;
 
 const OVERLAP_SCORE_CREDIT: f64 = 1.0;
@@ -82,13 +81,15 @@ impl Policy for DynamoKv {
             self.workers.resize_with(ctx.engines.len(), WorkerLoad::default);
         }
         let isl = isl_tokens(ctx.request);
+        let prompt = ctx.request.prompt.bytes();
+        let mut hashed = HashedOnce::default();
         // Per worker: its block size, the request's blocks there, and the overlap.
         let views: Vec<(u64, Vec<u64>, u64)> = ctx
             .engines
             .iter()
             .map(|engine| {
                 let block_size = engine.profile().block_size.max(1);
-                let hashes = block_hashes(&ctx.request.prompt, ctx.request.adapter.as_deref(), block_size);
+                let hashes = hashed.get(&prompt, ctx.request.adapter.as_deref(), block_size).to_vec();
                 let overlap = engine.cached_prefix_blocks(&hashes) as u64;
                 (u64::from(block_size), hashes, overlap)
             })

@@ -104,7 +104,7 @@ impl Policy for GieDefault {
         let signals: Vec<_> = (0..n).map(|i| scraped(ctx.scrape, i)).collect();
         // The producer reads the block size off the first candidate.
         let block_tokens = signals.first().and_then(|s| s.block_size).map_or(0, |b| b as usize).max(MIN_BLOCK_TOKENS);
-        let hashes = block_hashes(&ctx.request.prompt, &ctx.request.model, block_tokens);
+        let hashes = block_hashes(&ctx.request.prompt.bytes(), &ctx.request.model, block_tokens);
         let matched = self.matched_blocks(&hashes);
         let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting.unwrap_or(0.0)).collect::<Vec<_>>());
         let totals: Vec<f64> = (0..n)

@@ -93,7 +93,7 @@ impl Infergate {
             stream: true,
             max_tokens: Some(ctx.request.output_tokens),
             criticality,
-            ..InferenceRequest::of_text(&ctx.request.model, &ctx.request.prompt, prefix)
+            ..InferenceRequest::of_text(&ctx.request.model, &ctx.request.prompt.bytes(), prefix)
         }
     }
 

@@ -294,7 +294,7 @@ mod tests {
                 arrival: Arrival::At(now),
                 model: BASE_MODEL.into(),
                 adapter: None,
-                prompt: render(&[("user", &"a question ".repeat(200))]),
+                prompt: render(&[("user", &"a question ".repeat(200))]).into(),
                 output_tokens: 10,
             };
             let scrape = self.scraper.scrape(&self.engines, &self.fleet, 0.0);

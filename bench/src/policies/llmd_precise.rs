@@ -14,9 +14,7 @@
 //! engines run with 64-token blocks; the match here is on the engine's own blocks, so
 //! the ratio is the same up to the rounding of the last full block.
 
-use infergate_model_sim::engine::block_hashes;
-
-use super::{PickContext, Policy, argmax, min_max_lower_better, scraped};
+use super::{HashedOnce, PickContext, Policy, argmax, min_max_lower_better, scraped};
 
 const PREFIX_WEIGHT: f64 = 2.0;
 const KV_WEIGHT: f64 = 1.0;
@@ -40,18 +38,19 @@ impl Policy for LlmdPrecise {
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
         let signals: Vec<_> = (0..ctx.engines.len()).map(|i| scraped(ctx.scrape, i)).collect();
         let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting.unwrap_or(0.0)).collect::<Vec<_>>());
+        let prompt = ctx.request.prompt.bytes();
+        let mut hashed = HashedOnce::default();
         let totals: Vec<f64> = ctx
             .engines
             .iter()
             .zip(&signals)
             .zip(queue)
             .map(|((engine, signals), queue)| {
-                let hashes =
-                    block_hashes(&ctx.request.prompt, ctx.request.adapter.as_deref(), engine.profile().block_size);
+                let hashes = hashed.get(&prompt, ctx.request.adapter.as_deref(), engine.profile().block_size);
                 let prefix = if hashes.is_empty() {
                     0.0
                 } else {
-                    engine.cached_prefix_blocks(&hashes) as f64 / hashes.len() as f64
+                    engine.cached_prefix_blocks(hashes) as f64 / hashes.len() as f64
                 };
                 PREFIX_WEIGHT * prefix.clamp(0.0, 1.0)
                     + KV_WEIGHT * (1.0 - signals.kv_cache_usage.unwrap_or(0.0)).clamp(0.0, 1.0)

@@ -140,6 +140,26 @@ pub fn build_behind_replicas(
     }
 }
 
+/// A prompt's engine block hashes, computed once per block size: the pods of a fleet
+/// share theirs, and a long prompt's hashing is most of a KV-aware policy's work.
+#[derive(Default)]
+pub(crate) struct HashedOnce {
+    block_size: u32,
+    hashes: Vec<u64>,
+    done: bool,
+}
+
+impl HashedOnce {
+    pub(crate) fn get(&mut self, prompt: &[u8], adapter: Option<&str>, block_size: u32) -> &[u64] {
+        if !self.done || self.block_size != block_size {
+            self.hashes = infergate_model_sim::engine::block_hashes(prompt, adapter, block_size);
+            self.block_size = block_size;
+            self.done = true;
+        }
+        &self.hashes
+    }
+}
+
 /// Index of the highest value, ties broken at random.
 pub(crate) fn argmax(values: &[f64], rng: &mut fastrand::Rng) -> usize {
     let best = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);

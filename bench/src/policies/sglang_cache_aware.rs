@@ -81,7 +81,7 @@ impl Policy for SglangCacheAware {
         let max = loads.iter().copied().max().unwrap_or(0);
         let min = loads.iter().copied().min().unwrap_or(0);
         let least_loaded = (0..n).min_by_key(|&i| (loads[i], self.processed[i], i)).unwrap_or(0);
-        let text = routing_text(&ctx.request.prompt);
+        let text = routing_text(&ctx.request.prompt.bytes());
         let worker = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
 
         let chosen =

@@ -13,7 +13,7 @@ fn request(prompt: &str) -> BenchRequest {
         arrival: Arrival::At(0.0),
         model: BASE_MODEL.into(),
         adapter: None,
-        prompt: render(&[("user", prompt)]),
+        prompt: render(&[("user", prompt)]).into(),
         output_tokens: 10,
     }
 }
@@ -163,7 +163,7 @@ fn cache_on(engine: &mut Engine, prompt: &[u8]) {
 fn llmd_precise_uses_the_exact_cache() {
     let mut e = engines(2);
     let req = request(&"cached prompt text ".repeat(30));
-    cache_on(&mut e[1], &req.prompt);
+    cache_on(&mut e[1], &req.prompt.bytes());
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     assert_eq!(pick(&mut LlmdPrecise::new(1), &req, &e, &s, &[0; 2]), 1);
 }
@@ -273,7 +273,7 @@ fn dynamo_with_two_routed(e: &[Engine], s: &ScrapeView) -> (DynamoKv, BenchReque
 fn dynamo_credits_the_exact_overlap() {
     let mut e = engines(2);
     let req = request(&"overlap me please ".repeat(40));
-    cache_on(&mut e[0], &req.prompt);
+    cache_on(&mut e[0], &req.prompt.bytes());
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
     assert_eq!(pick(&mut DynamoKv::new(1), &req, &e, &s, &[0; 2]), 0, "overlap lowers pod 0's prefill cost");
 }
@@ -342,7 +342,7 @@ fn follow_up_behind_two_replicas(scrapes: usize) -> (usize, usize) {
     }
     let next = BenchRequest {
         arrival: Arrival::After { previous: 0, think_s: 1.0 },
-        prompt: render(&[("user", &history), ("assistant", "an answer"), ("user", "and then?")]),
+        prompt: render(&[("user", &history), ("assistant", "an answer"), ("user", "and then?")]).into(),
         ..request("")
     };
     (first_pod, pick_id(&mut replicas, 1, &next, &e, &scrape))

@@ -80,7 +80,7 @@ impl Workload for BurstyChat {
                     arrival,
                     model: adapter.clone().unwrap_or_else(|| BASE_MODEL.into()),
                     adapter: adapter.clone(),
-                    prompt: render(&messages),
+                    prompt: render(&messages).into(),
                     output_tokens: output,
                 });
                 history.push(("assistant".into(), answer(output.min(300))));

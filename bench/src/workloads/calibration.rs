@@ -121,7 +121,7 @@ impl Workload for Calibration {
                     arrival: Arrival::At(at),
                     model: BASE_MODEL.into(),
                     adapter: None,
-                    prompt,
+                    prompt: prompt.into(),
                     output_tokens: output,
                 }
             })

@@ -1,6 +1,7 @@
 //! The workloads, each a named generator with a seed. Where a published benchmark
 //! exists, the parameters are its own (see BENCHMARKS.md for the sources).
 
+mod agentic;
 mod bursty_chat;
 mod calibration;
 mod multi_lora;
@@ -11,6 +12,7 @@ mod trace_replay;
 use infergate_model_sim::engine::EngineProfile;
 use serde::Serialize;
 
+pub use agentic::{Agentic, AgenticError};
 pub use bursty_chat::BurstyChat;
 pub use calibration::{Calibration, CalibrationCase};
 pub use multi_lora::{LoraVariant, MultiLora};

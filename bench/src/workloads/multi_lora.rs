@@ -50,7 +50,7 @@ impl Workload for MultiLora {
                     arrival: Arrival::At(at),
                     model: adapter.clone(),
                     adapter: Some(adapter),
-                    prompt: render(&[("user", &text(&mut rng, prompt_tokens * 4))]),
+                    prompt: render(&[("user", &text(&mut rng, prompt_tokens * 4))]).into(),
                     output_tokens: output,
                 }
             })

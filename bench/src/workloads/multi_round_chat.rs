@@ -48,7 +48,7 @@ impl Workload for MultiRoundChat {
                     arrival,
                     model: BASE_MODEL.into(),
                     adapter: None,
-                    prompt: render(&messages),
+                    prompt: render(&messages).into(),
                     output_tokens: ANSWER_TOKENS,
                 });
                 history.push(("assistant".into(), answer(ANSWER_TOKENS)));

@@ -42,7 +42,7 @@ impl Workload for SharedPrefix {
                     arrival: Arrival::At(at),
                     model: BASE_MODEL.into(),
                     adapter: None,
-                    prompt: render(&[("system", &prefixes[group]), ("user", &question)]),
+                    prompt: render(&[("system", &prefixes[group]), ("user", &question)]).into(),
                     output_tokens: 192,
                 }
             })

@@ -193,7 +193,7 @@ impl Workload for TraceReplay {
                 arrival: Arrival::At(record.timestamp / 1000.0 / speed),
                 model: BASE_MODEL.into(),
                 adapter: None,
-                prompt: prompt(record, index),
+                prompt: prompt(record, index).into(),
                 output_tokens: record.output_length,
             })
             .collect();
@@ -238,7 +238,7 @@ mod tests {
     fn equal_ids_give_equal_prefixes_that_router_and_engine_both_see() {
         let trace = load("prefixes", &TRACE, vec![1.0], None).unwrap();
         let requests = trace.scenario(LoadStep { qps: 1.0 }, 7).requests;
-        let (a, b, c) = (&requests[0].prompt, &requests[1].prompt, &requests[2].prompt);
+        let (a, b, c) = (&requests[0].prompt.bytes(), &requests[1].prompt.bytes(), &requests[2].prompt.bytes());
         assert_eq!(a[..2 * BLOCK_BYTES], b[..2 * BLOCK_BYTES]);
         assert_ne!(a[2 * BLOCK_BYTES..2 * BLOCK_BYTES + 64], b[2 * BLOCK_BYTES..2 * BLOCK_BYTES + 64]);
         assert_ne!(a[..BLOCK_BYTES], c[..BLOCK_BYTES]);
@@ -259,7 +259,7 @@ mod tests {
         let scenario = trace.scenario(LoadStep { qps: 1.0 }, 7);
         for (request, record) in scenario.requests.iter().zip(trace.records()) {
             assert_eq!(request.prompt.len(), record.input_length as usize * 4);
-            let sim = SimRequest::from_text(0, 0.0, &request.prompt, request.output_tokens, None, 16);
+            let sim = SimRequest::from_text(0, 0.0, &request.prompt.bytes(), request.output_tokens, None, 16);
             assert_eq!(sim.prompt_tokens, record.input_length);
             assert_eq!(request.output_tokens, record.output_length);
         }
