@@ -52,6 +52,9 @@ struct Owner {
 /// Who holds one key.
 type Owners = SmallVec<[Owner; 1]>;
 
+/// Candidates searched together (`matched_keys_each`), inline up to a pool of 16.
+type Members = SmallVec<[usize; 16]>;
+
 /// Stale queue entries allowed beyond one per live key before compacting.
 const COMPACT_SLACK: usize = 1024;
 
@@ -144,6 +147,42 @@ impl PrefixIndex {
             }
         }
         low
+    }
+
+    /// [`Self::matched_keys`] for each of `pods`, into `matched`, found together: a
+    /// probe's owners answer for every pod still searching at that key, so a prompt no
+    /// pod holds costs one binary search, not one per pod, and pods that hold the same
+    /// prefix share their probes.
+    pub fn matched_keys_each(&self, pods: &[Endpoint], keys: &[u64], matched: &mut Vec<usize>) {
+        matched.clear();
+        matched.resize(pods.len(), 0);
+        // Each pod's number, looked up once; a pod the index never saw holds nothing.
+        let ids: SmallVec<[Option<PodId>; 16]> = pods.iter().map(|p| self.ids.get(p).copied()).collect();
+        let known: Members = (0..pods.len()).filter(|&i| ids.get(i).is_some_and(Option::is_some)).collect();
+        let id = |member: usize| ids.get(member).copied().flatten();
+        // Each group: the pods whose longest held key is known to lie in [low, high).
+        let mut groups: SmallVec<[(usize, usize, Members); 8]> = SmallVec::new();
+        groups.push((0, keys.len(), known));
+        while let Some((low, high, members)) = groups.pop() {
+            if low >= high {
+                for member in members {
+                    if let Some(slot) = matched.get_mut(member) {
+                        *slot = low;
+                    }
+                }
+                continue;
+            }
+            let middle = low + (high - low) / 2;
+            let owners = keys.get(middle).and_then(|k| self.owners.get(k));
+            let (held, not): (Members, Members) =
+                members.into_iter().partition(|&m| owners.is_some_and(|o| id(m).is_some_and(|id| owns(o, id))));
+            if !held.is_empty() {
+                groups.push((middle + 1, high, held));
+            }
+            if !not.is_empty() {
+                groups.push((low, middle, not));
+            }
+        }
     }
 
     fn id_of(&mut self, pod: Endpoint) -> PodId {
@@ -306,6 +345,24 @@ mod tests {
     }
 
     #[test]
+    fn pods_searched_together_match_as_each_alone() {
+        let mut index = PrefixIndex::new(8);
+        let chain: Vec<u64> = (1..=500).collect();
+        index.record(pod(1), &chain[..300], &[], 1_000_000);
+        index.record(pod(2), &chain[..17], &[], 1_000_000);
+        index.record(pod(3), &chain, &[], 1_000_000);
+        index.record(pod(4), &[9_999], &[], 1_000_000);
+        let pods: Vec<Endpoint> = (1..=5).map(pod).collect();
+        let mut matched = Vec::new();
+        index.matched_keys_each(&pods, &chain, &mut matched);
+        assert_eq!(matched, [300, 17, 500, 0, 0]);
+        let alone: Vec<usize> = pods.iter().map(|&p| index.matched_keys(p, &chain)).collect();
+        assert_eq!(matched, alone);
+        index.matched_keys_each(&pods, &[], &mut matched);
+        assert_eq!(matched, [0; 5]);
+    }
+
+    #[test]
     fn a_pod_forgets_the_tail_of_its_oldest_prompt_first() {
         let mut index = PrefixIndex::new(4);
         index.record(pod(1), &[1, 2], &[], 3);
@@ -406,6 +463,11 @@ mod tests {
                     // Every third prompt is matched where it lands before it is recorded.
                     let matched = index.matched_keys(pod(*p), keys);
                     prop_assert!(matched <= keys.len());
+                    let pods: Vec<Endpoint> = (0..6).map(pod).collect();
+                    let mut each = Vec::new();
+                    index.matched_keys_each(&pods, keys, &mut each);
+                    let alone: Vec<usize> = pods.iter().map(|&p| index.matched_keys(p, keys)).collect();
+                    prop_assert_eq!(each, alone);
                     if keys.len() % 3 == 0 {
                         index.mark_reused(pod(*p), keys, matched);
                     }

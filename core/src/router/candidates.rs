@@ -8,6 +8,7 @@ use super::DecisionBasis;
 use super::adapter_drain::AdapterDrain;
 use super::adapter_loads::AdapterLoads;
 use super::ledger::{LoadLedger, PodLoad};
+use super::tables::PodTables;
 use crate::config::{LearnedSpeeds, PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixChain, PrefixIndex};
@@ -58,11 +59,6 @@ impl Inputs<'_> {
         self.capacity.get(&pod).map_or(f64::INFINITY, |&capacity| capacity.saturating_sub(reused) as f64)
     }
 
-    /// Blocks of the prompt `pod` probably holds.
-    fn matched_blocks(&self, pod: Endpoint) -> usize {
-        self.chain.blocks_through(self.prefix.matched_keys(pod, &self.chain.keys))
-    }
-
     /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
     /// load of every replica: the others' as of the snapshot added.
     fn loads(&self, pod: Endpoint) -> (PodLoad, PodLoad) {
@@ -73,7 +69,8 @@ impl Inputs<'_> {
 
 /// Fills `candidates` (and whether each is `fresh`) for one request; returns what the
 /// decision is based on.
-pub(super) fn build(inputs: &Inputs<'_>, candidates: &mut Vec<Candidate>, fresh: &mut Vec<bool>) -> DecisionBasis {
+pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasis {
+    let PodTables { candidates, fresh, endpoints, matched_keys, .. } = tables;
     candidates.clear();
     fresh.clear();
     match inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name)) {
@@ -90,6 +87,13 @@ pub(super) fn build(inputs: &Inputs<'_>, candidates: &mut Vec<Candidate>, fresh:
             candidates.extend(usable.map(|&endpoint| unobserved(endpoint, inputs, true)));
             fresh.resize(candidates.len(), false);
         }
+    }
+    // How much of the prompt each pod holds, searched for all pods at once.
+    endpoints.clear();
+    endpoints.extend(candidates.iter().map(|c| c.endpoint));
+    inputs.prefix.matched_keys_each(endpoints, &inputs.chain.keys, matched_keys);
+    for (c, &keys) in candidates.iter_mut().zip(matched_keys.iter()) {
+        c.matched_blocks = inputs.chain.blocks_through(keys);
     }
     if inputs.settings.speeds == LearnedSpeeds::Pool {
         pool_speeds(candidates);
@@ -137,7 +141,8 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         kv_cache_usage: None,
         kv_free_tokens: None,
         adapter: AdapterState::Unknown,
-        matched_blocks: inputs.matched_blocks(pod.address),
+        // Filled for all candidates at once (`build`).
+        matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(pod.address),
         // Learned speeds change slowly: they stay usable whatever their age.
@@ -247,7 +252,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         kv_cache_usage: None,
         kv_free_tokens: None,
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
-        matched_blocks: inputs.matched_blocks(endpoint),
+        matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(endpoint),
         learned: LearnedRates::default(),

@@ -243,7 +243,7 @@ impl Router {
             now_ms,
             subset,
         };
-        let basis = candidates::build(&inputs, &mut tables.candidates, &mut tables.fresh);
+        let basis = candidates::build(&inputs, tables);
         let candidates = &tables.candidates;
         let band = Criticality::effective(model.criticality, request.criticality);
         let hold = |predicted_ttft_ms: Option<f64>| Routing::Hold { pool: pool.name.clone(), band, predicted_ttft_ms };

@@ -19,4 +19,7 @@ pub(super) struct PodTables {
     pub eligible: Vec<bool>,
     /// (total, tie-break, index) of the eligible candidates, for ranking.
     pub order: Vec<(f64, u64, usize)>,
+    /// The candidates' endpoints and the prefix keys each holds, for the joint search.
+    pub endpoints: Vec<crate::endpoint::Endpoint>,
+    pub matched_keys: Vec<usize>,
 }
