@@ -94,12 +94,24 @@ pub fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Every completion answer carries the xxHash64 of the request body the pod received,
+/// in hex, so that a test can tell the gateway passed it on byte for byte.
+pub const BODY_DIGEST_HEADER: &str = "x-sim-body-xxh64";
+
 pub async fn chat_completions(State(pod): State<Arc<Pod>>, body: Bytes) -> Response {
-    complete(pod, body, Flavor::Chat).await
+    with_body_digest(&body.clone(), complete(pod, body, Flavor::Chat).await)
 }
 
 pub async fn completions(State(pod): State<Arc<Pod>>, body: Bytes) -> Response {
-    complete(pod, body, Flavor::Completion).await
+    with_body_digest(&body.clone(), complete(pod, body, Flavor::Completion).await)
+}
+
+fn with_body_digest(body: &[u8], mut response: Response) -> Response {
+    let digest = format!("{:016x}", xxhash_rust::xxh64::xxh64(body, 0));
+    if let Ok(value) = axum::http::HeaderValue::from_str(&digest) {
+        response.headers_mut().insert(BODY_DIGEST_HEADER, value);
+    }
+    response
 }
 
 pub async fn list_models(State(pod): State<Arc<Pod>>) -> Response {
