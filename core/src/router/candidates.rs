@@ -23,6 +23,9 @@ pub(super) struct Inputs<'a> {
     pub peer_load: &'a HashMap<Endpoint, PodLoad>,
     /// Gateway replicas, this one included (1 when alone).
     pub replicas: f64,
+    /// While the other replicas' load is pushed: what they probably sent since the last
+    /// push, to their own shares of the pods.
+    pub burst: Option<BurstGuess<'a>>,
     /// This replica's pending prefill tokens per pod when the snapshot was adopted.
     pub pending_baseline: &'a HashMap<Endpoint, u64>,
     /// In-flight counts when the snapshot was adopted: what its scrape already saw.
@@ -63,7 +66,60 @@ impl Inputs<'_> {
     /// load of every replica: the others' as of the snapshot added.
     fn loads(&self, pod: Endpoint) -> (PodLoad, PodLoad) {
         let own = self.ledger.load(pod);
-        (own, own.and(self.peer_load.get(&pod).copied().unwrap_or_default()))
+        let mut all = own.and(self.peer_load.get(&pod).copied().unwrap_or_default());
+        if let Some(burst) = &self.burst {
+            if burst.shares.contains(&self.pool.name, pod) {
+                all.in_flight = all.in_flight.saturating_add(burst.per_pod.in_flight);
+                all.pending_prefill_tokens =
+                    all.pending_prefill_tokens.saturating_add(burst.per_pod.pending_prefill_tokens);
+            }
+        }
+        (own, all)
+    }
+}
+
+/// What the other replicas probably sent since the last load push, which no exchange
+/// can show yet: a burst that reaches this replica reaches them too, and each sends to
+/// its own share of the pods as much as this one sent to its own
+/// (`scoring::replica_share`).
+pub(super) struct BurstGuess<'a> {
+    pub shares: &'a crate::scoring::OtherShares,
+    /// What this replica sent to each of its own pods since the push, on average.
+    pub per_pod: PodLoad,
+}
+
+impl<'a> BurstGuess<'a> {
+    /// From what this router `sent` each pod since the last push; `None` when it sent
+    /// nothing, or has no share of `pool` (alone, or not told its place).
+    pub(super) fn of(
+        sent: &HashMap<Endpoint, PodLoad>,
+        shares: &'a crate::scoring::OtherShares,
+        pool: &PoolConfig,
+        snapshot: Option<&Snapshot>,
+    ) -> Option<Self> {
+        if sent.is_empty() || shares.is_empty() {
+            return None;
+        }
+        let pods: Vec<Endpoint> = match snapshot.and_then(|s| s.pool(&pool.name)) {
+            Some(state) => state.pods.iter().filter(|p| p.ready).map(|p| p.address).collect(),
+            None => pool.endpoints.clone(),
+        };
+        let own: Vec<PodLoad> = pods
+            .iter()
+            .filter(|pod| !shares.contains(&pool.name, **pod))
+            .map(|pod| sent.get(pod).copied().unwrap_or_default())
+            .collect();
+        let n = own.len() as u64;
+        if n == 0 || own.iter().all(|l| l.in_flight == 0) {
+            return None;
+        }
+        let in_flight: u64 = own.iter().map(|l| u64::from(l.in_flight)).sum();
+        let pending: u64 = own.iter().map(|l| l.pending_prefill_tokens).sum();
+        let per_pod = PodLoad {
+            in_flight: u32::try_from(in_flight.div_ceil(n)).unwrap_or(u32::MAX),
+            pending_prefill_tokens: pending / n,
+        };
+        Some(Self { shares, per_pod })
     }
 }
 

@@ -22,13 +22,14 @@ use crate::prefix::{AdapterLoad, PrefixChain, PrefixIndex, PrefixRecord};
 use crate::replicas::PeerLoad;
 use crate::request::InferenceRequest;
 use crate::scoring::{
-    Candidate, OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, RequestShape, keep_conversation,
-    keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals, weighted_totals,
+    BURST_SHARE_PREFILLS, Candidate, OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, RequestShape,
+    keep_conversation, keep_with_owner, over_threshold, prefer_own_share, rank_top, ttft_totals, weighted_totals,
 };
 use crate::snapshot::Snapshot;
 use adapter_drain::AdapterDrain;
 use adapter_loads::AdapterLoads;
 pub use calibration::TtftCalibration;
+use candidates::BurstGuess;
 pub use chars_per_token::CharsPerToken;
 pub use decision::{Decision, DecisionBasis, PodReport, Routing};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
@@ -38,6 +39,12 @@ use tables::PodTables;
 /// (the agent or its exchange stopped, or an older agent), a replica routes on the
 /// snapshot's view of the others again.
 pub const PEER_LOAD_MAX_AGE_MS: u64 = 200;
+
+/// Requests this close together count as one burst: the load exchange's push interval,
+/// within which the replicas cannot see each other's sends.
+const BURST_GAP_MS: u64 = 5;
+/// Weight of each request in the burstiness mean.
+const BURSTINESS_WEIGHT: f64 = 0.05;
 
 pub struct Router {
     config: RoutingConfig,
@@ -51,6 +58,12 @@ pub struct Router {
     peer_load_pushed_at_ms: Option<u64>,
     /// Gateway replicas, this one included, from the snapshot.
     replicas: u32,
+    /// What this router sent each pod since the last load push: requests and prefill.
+    since_push: HashMap<Endpoint, PodLoad>,
+    /// The share of this router's requests that came within a load push interval of
+    /// the one before (an exponentially weighted mean), and when the last one came.
+    burstiness: f64,
+    last_decision_ms: Option<u64>,
     /// The pods dealt to the other replicas, from the snapshot and this replica's
     /// place among them.
     others_shares: OtherShares,
@@ -80,6 +93,9 @@ impl Router {
             peer_load: HashMap::new(),
             peer_load_pushed_at_ms: None,
             replicas: 1,
+            since_push: HashMap::new(),
+            burstiness: 0.0,
+            last_decision_ms: None,
             others_shares: OtherShares::default(),
             adapter_drain: AdapterDrain::default(),
             adapter_loads: AdapterLoads::default(),
@@ -115,6 +131,7 @@ impl Router {
     pub fn adopt_peer_load(&mut self, load: &[PeerLoad], pushed_at_ms: u64) {
         self.peer_load = load.iter().map(|p| (p.pod, p.load())).collect();
         self.peer_load_pushed_at_ms = Some(pushed_at_ms);
+        self.since_push.clear();
     }
 
     /// Whether the load exchange's last push is recent enough to count on.
@@ -230,6 +247,11 @@ impl Router {
             peer_load: &self.peer_load,
             // With the others' load pushed, their sends are in `peer_load`, not guessed.
             replicas: if pushed { 1.0 } else { f64::from(self.replicas) },
+            // Within a push interval the others are blind to us and we to them: what we
+            // sent since the last push, they probably sent too (a burst reaches all).
+            burst: pushed
+                .then(|| BurstGuess::of(&self.since_push, &self.others_shares, pool, self.snapshot.as_ref()))
+                .flatten(),
             pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
             prefix: &self.prefix,
@@ -273,7 +295,11 @@ impl Router {
                 keep_with_owner(candidates, &tables.breakdowns, &shape, &mut tables.totals);
                 keep_conversation(candidates, &tables.breakdowns, &shape, &mut tables.totals);
                 // With the others' load pushed, only a push interval is blind, not a scrape.
-                let price = if pushed { OTHER_SHARE_PREFILLS_PUSHED } else { OTHER_SHARE_PREFILLS };
+                let price = if pushed {
+                    OTHER_SHARE_PREFILLS_PUSHED + BURST_SHARE_PREFILLS * self.burstiness
+                } else {
+                    OTHER_SHARE_PREFILLS
+                };
                 let others = (&self.others_shares, pool.name.as_str());
                 prefer_own_share(candidates, &tables.breakdowns, &shape, others, (price, &mut tables.totals));
             }
@@ -317,6 +343,13 @@ impl Router {
         let pending_prefill_tokens =
             settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64;
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        if self.replicas > 1 {
+            let close = self.last_decision_ms.is_some_and(|last| now_ms.saturating_sub(last) <= BURST_GAP_MS);
+            self.burstiness += BURSTINESS_WEIGHT * (f64::from(u8::from(close)) - self.burstiness);
+            self.last_decision_ms = Some(now_ms);
+            let sent = self.since_push.entry(chosen.endpoint).or_default();
+            *sent = sent.plus(1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        }
         let decision = Decision {
             pool: pool.name.clone(),
             model: model.name.clone(),

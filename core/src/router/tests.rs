@@ -823,6 +823,38 @@ fn a_fresh_load_push_halves_the_price_of_the_other_replicas_shares() {
 }
 
 #[test]
+fn a_burst_keeps_each_replica_to_its_own_share() {
+    // Eight idle pods, two replicas, four pods each. A burst of eight requests reaches
+    // this replica at one instant, and as many the other, which this one cannot see
+    // until the next push: it assumes the other sent to its own pods what this one
+    // sent to its own, and keeps to its own four, two requests each, where without the
+    // guess its last four would go to the other's pods, which the other fills too.
+    let ports: Vec<u16> = (11..=18).collect();
+    let burst = |guess: bool| {
+        let mut snap = snapshot("wide", ports.iter().map(|&p| pod(p, 0.0, 0.1, 1_000)).collect());
+        snap.peers.replicas = 2;
+        snap.peers.index = Some(0);
+        let shares = crate::scoring::OtherShares::deal(&snap.pools, snap.peers.place());
+        let mut router = Router::new(config(), 1);
+        let mut ledger = LocalLedger::default();
+        router.apply_snapshot(snap, &ledger);
+        let mut per_pod: HashMap<Endpoint, u32> = HashMap::new();
+        for i in 0..8 {
+            // Without the guess, a push before each request (too soon to show the other's).
+            if !guess || i == 0 {
+                router.adopt_peer_load(&[], 1_008);
+            }
+            let d = router.route(&chat("wide", &format!("question {i} ").repeat(100)), 1_010, &mut ledger).unwrap();
+            *per_pod.entry(d.endpoints[0]).or_default() += 1;
+        }
+        let theirs: u32 = per_pod.iter().filter(|(pod, _)| shares.contains("wide", **pod)).map(|(_, n)| n).sum();
+        (theirs, per_pod.values().copied().max().unwrap_or(0))
+    };
+    assert_eq!(burst(true), (0, 2), "all on its own share, two a pod");
+    assert!(burst(false).0 > 0, "without the guess some go to the other's share");
+}
+
+#[test]
 fn while_load_pushes_are_fresh_a_snapshot_keeps_the_pushed_view_of_the_others() {
     // A snapshot's view of the others is their answers to the agent's previous round,
     // a scrape interval older than the snapshot: while pushes come, theirs is newer.

@@ -28,7 +28,8 @@ pub use prefill_work::prefill_work_tokens;
 pub use prefix_affinity::keep_with_owner;
 pub use rank::rank_top;
 pub use replica_share::{
-    OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, ReplicaPlace, prefer_own_share,
+    BURST_SHARE_PREFILLS, OTHER_SHARE_PREFILLS, OTHER_SHARE_PREFILLS_PUSHED, OtherShares, ReplicaPlace,
+    prefer_own_share,
 };
 
 /// A pod's LoRA state for the requested adapter.
