@@ -102,6 +102,15 @@ pub struct PodSignals {
     /// How long a request holds a batch slot, prefill and decode, learned likewise.
     #[serde(default)]
     pub slot_hold_ms: Option<f64>,
+    /// The pod's own counts of prompt tokens looked up in its prefix cache and found
+    /// there, since it started (vLLM `prefix_cache_queries` and `prefix_cache_hits`, in
+    /// blocks before 0.9.2; SGLang's prompt and cached tokens): what the router's prefix
+    /// index is checked against (`router::cache_truth`). Only their ratio over an
+    /// interval is read, so the unit does not matter.
+    #[serde(default)]
+    pub prefix_cache_queries: Option<f64>,
+    #[serde(default)]
+    pub prefix_cache_hits: Option<f64>,
 }
 
 impl PodSignals {
@@ -199,7 +208,8 @@ impl Snapshot {
             for pod in &pool.pods {
                 if let Some(s) = &pod.signals {
                     let sane = |v: Option<f64>| v.is_none_or(|v| v.is_finite() && v >= 0.0);
-                    if !(sane(s.waiting) && sane(s.running) && sane(s.kv_cache_usage)) {
+                    let counters = sane(s.prefix_cache_queries) && sane(s.prefix_cache_hits);
+                    if !(sane(s.waiting) && sane(s.running) && sane(s.kv_cache_usage) && counters) {
                         return Err(SnapshotError::BadSignal { address: pod.address });
                     }
                 }

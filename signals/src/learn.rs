@@ -20,7 +20,10 @@
 //! prompts. Past that,
 //! - request rate = Δ(prefilled requests) / Δ(scrape time);
 //! - slot hold = Δ(inference time sum) / Δ(inference time count): how long a request
-//!   holds a batch slot, prefill and decode (vLLM's `request_inference_time_seconds`).
+//!   holds a batch slot, prefill and decode (vLLM's `request_inference_time_seconds`);
+//!
+//! and the pod's prefix-cache counters (lookups and hits, or prompt and cached tokens)
+//! are passed on as they are: the router checks its prefix index against them.
 //!
 //! Deltas are taken over a window of about two seconds, not one scrape: a prefill's time
 //! is counted when it ends, so a 100 ms interval would credit a 400 ms prefill to the
@@ -75,6 +78,8 @@ pub struct RateLearner {
     decode_step_ms: Ewma,
     mean_prompt_tokens: Ewma,
     slot_hold_ms: Ewma,
+    /// The newest counters seen.
+    last: Option<Counters>,
     /// Where the current disjoint window of the overhead fit began.
     fit_from: Option<(Counters, f64)>,
     prefill_fit: PrefillFit,
@@ -127,6 +132,7 @@ impl RateLearner {
         }
         let oldest = self.history.front().copied();
         self.history.push_back((now, at_s));
+        self.last = Some(now);
         let Some((before, before_s)) = oldest else { return };
         let restarted = [
             delta(now.prompt_tokens, before.prompt_tokens),
@@ -145,6 +151,7 @@ impl RateLearner {
         let requests = delta(now.prefilled_requests, before.prefilled_requests);
         let uncached = delta(now.prompt_tokens, before.prompt_tokens)
             .map(|prompt| self.work(prompt, cached(&now, &before, prompt), requests));
+
         let elapsed = at_s - before_s;
         if let (Some(tokens), Some(seconds)) = (uncached, delta(now.prefill_seconds, before.prefill_seconds)) {
             let busy = if elapsed > 0.0 { seconds.min(elapsed) } else { seconds };
@@ -204,6 +211,11 @@ impl RateLearner {
         signals.mean_prompt_tokens = self.mean_prompt_tokens.0;
         signals.request_rate_per_s = self.request_rate_per_s.0;
         signals.slot_hold_ms = self.slot_hold_ms.0;
+        let counted = self.last.map(|c| match (c.prefix_queries, c.prefix_hits) {
+            (Some(queries), Some(hits)) => (Some(queries), Some(hits)),
+            _ => (c.prompt_tokens.filter(|_| c.cached_tokens.is_some()), c.cached_tokens),
+        });
+        (signals.prefix_cache_queries, signals.prefix_cache_hits) = counted.unwrap_or_default();
     }
 }
 
@@ -224,6 +236,28 @@ mod tests {
             inference_seconds: None,
             inference_requests: None,
         }
+    }
+
+    #[test]
+    fn the_pods_prefix_cache_counters_are_passed_on() {
+        let mut learner = RateLearner::default();
+        let mut s = PodSignals::default();
+        learner.apply(&mut s);
+        assert_eq!((s.prefix_cache_queries, s.prefix_cache_hits), (None, None), "nothing scraped yet");
+        // vLLM: lookups and hits of its own.
+        let vllm = Counters {
+            prefix_queries: Some(900.0),
+            prefix_hits: Some(300.0),
+            ..counters(1_000.0, 0.0, 1.0, 2.0, 0.0, 0.0)
+        };
+        learner.observe(Counters { cached_tokens: None, ..vllm }, 0.0);
+        learner.apply(&mut s);
+        assert_eq!((s.prefix_cache_queries, s.prefix_cache_hits), (Some(900.0), Some(300.0)));
+        // SGLang: prompt tokens and the cached ones among them.
+        let mut sglang = RateLearner::default();
+        sglang.observe(counters(1_000.0, 250.0, 1.0, 2.0, 0.0, 0.0), 0.0);
+        sglang.apply(&mut s);
+        assert_eq!((s.prefix_cache_queries, s.prefix_cache_hits), (Some(1_000.0), Some(250.0)));
     }
 
     #[test]

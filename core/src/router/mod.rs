@@ -5,6 +5,7 @@
 mod adapter_drain;
 mod adapter_loads;
 mod admission;
+mod cache_truth;
 mod calibration;
 mod candidates;
 pub mod chars_per_token;
@@ -28,6 +29,7 @@ use crate::scoring::{
 use crate::snapshot::Snapshot;
 use adapter_drain::AdapterDrain;
 use adapter_loads::AdapterLoads;
+pub use cache_truth::CacheTruth;
 pub use calibration::TtftCalibration;
 use candidates::BurstGuess;
 pub use chars_per_token::CharsPerToken;
@@ -75,6 +77,8 @@ pub struct Router {
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
     capacity: HashMap<Endpoint, u64>,
+    /// What this router believed each pod held, against what the pods say they found.
+    cache_truth: CacheTruth,
     prefix: PrefixIndex,
     calibration: TtftCalibration,
     chars_per_token: CharsPerToken,
@@ -101,6 +105,7 @@ impl Router {
             adapter_loads: AdapterLoads::default(),
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
+            cache_truth: CacheTruth::default(),
             calibration: TtftCalibration::default(),
             chars_per_token: CharsPerToken::default(),
             rng: fastrand::Rng::with_seed(seed),
@@ -118,6 +123,11 @@ impl Router {
 
     pub fn prefix_index(&self) -> &PrefixIndex {
         &self.prefix
+    }
+
+    /// What this router believed its pods held, against what their counters say.
+    pub fn cache_truth(&self) -> &CacheTruth {
+        &self.cache_truth
     }
 
     /// The other replicas' load, pushed by the agent's load exchange at `pushed_at_ms`
@@ -171,12 +181,19 @@ impl Router {
                 let blocks =
                     kv_tokens.map_or(fallback, |tokens| ((tokens as f64 * chars_per_token) / block_chars) as u64);
                 capacity.insert(pod.address, blocks.max(1));
+                // What the index believes the pod holds, checked against its counters.
+                if let Some(counters) =
+                    pod.signals.as_ref().and_then(|s| s.prefix_cache_queries.zip(s.prefix_cache_hits))
+                {
+                    self.cache_truth.counted(pod.address, counters, snapshot.created_at_ms);
+                }
             }
         }
         let gone: Vec<Endpoint> = self.prefix.pods().filter(|p| !capacity.contains_key(p)).copied().collect();
         for pod in gone {
             self.prefix.forget(pod);
         }
+        self.cache_truth.retain(|pod| capacity.contains_key(pod));
         self.calibration.retain(|pool| snapshot.routing.pool(pool).is_some());
         self.chars_per_token.retain(|pool| snapshot.routing.pool(pool).is_some());
         self.capacity = capacity;
@@ -376,6 +393,7 @@ impl Router {
         // arrives within one TTFT of the first misses it and starts a cold copy
         // elsewhere (which, under load, lengthens TTFT and widens that window). The
         // first token confirms the claim on every worker.
+        self.cache_truth.sent(decision.chosen.endpoint, shape.prompt_tokens, decision.chosen.cached_tokens, now_ms);
         let matched_keys = decision.prefix.keys_through(decision.chosen.matched_blocks);
         self.prefix.mark_reused(decision.chosen.endpoint, &decision.prefix.keys, matched_keys);
         self.record_claim(decision.chosen.endpoint, &decision.prefix, decision.adapter_load.as_ref());

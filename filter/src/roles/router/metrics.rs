@@ -136,6 +136,10 @@ pub struct PoolMetrics {
     pub ttft_factor_milli: Metric,
     /// The pool's prompt characters per engine token, learned from answers' `usage`, × 1000.
     pub chars_per_token_milli: Metric,
+    /// The share of prompt tokens the pool's pods found in their prefix caches over the
+    /// share this worker believed cached on what it sent them, × 1000
+    /// (`core/src/router/cache_truth.rs`): the prefix index checked against the pods.
+    pub prefix_found_per_believed_milli: Metric,
 }
 
 impl PoolMetrics {
@@ -150,6 +154,7 @@ impl PoolMetrics {
             ttft_abs_error_ms: Metric::histogram(host, &name("ttft_abs_error_ms")),
             ttft_factor_milli: Metric::gauge(host, &name("ttft_factor_milli")),
             chars_per_token_milli: Metric::gauge(host, &name("chars_per_token_milli")),
+            prefix_found_per_believed_milli: Metric::gauge(host, &name("prefix_found_per_believed_milli")),
         }
     }
 }

@@ -107,7 +107,10 @@ impl RouterShared {
             self.metrics.snapshot_decodes.increment();
             self.metrics.vm_memory.report(&*self.host);
             match self.host.shared_value(SNAPSHOT).map(|bytes| Snapshot::decode(&bytes)) {
-                Some(Ok(snapshot)) => router.apply_snapshot(snapshot, &self.ledger()),
+                Some(Ok(snapshot)) => {
+                    router.apply_snapshot(snapshot, &self.ledger());
+                    self.report_cache_truth(router, now_ms);
+                }
                 Some(Err(err)) => {
                     self.metrics.snapshot_decode_failures.increment();
                     log::error!(
@@ -119,6 +122,19 @@ impl RouterShared {
         }
         if let Some(snapshot) = router.snapshot() {
             self.metrics.snapshot_age_ms.set(now_ms.saturating_sub(snapshot.created_at_ms));
+        }
+    }
+
+    /// Each pool's pods' found ÷ believed prefix cache (`router::CacheTruth`), × 1000.
+    fn report_cache_truth(&self, router: &Router, now_ms: u64) {
+        let Some(snapshot) = router.snapshot() else { return };
+        for pool in &snapshot.pools {
+            let pods = pool.pods.iter().map(|p| p.address);
+            if let Some(ratio) = router.cache_truth().found_per_believed(pods, now_ms) {
+                if let Some(metrics) = self.pool_metrics(&pool.name) {
+                    metrics.prefix_found_per_believed_milli.set((ratio * 1000.0) as u64);
+                }
+            }
         }
     }
 

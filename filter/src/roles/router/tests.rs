@@ -446,3 +446,37 @@ fn an_adapter_load_one_worker_started_claims_the_slot_on_the_other() {
     sql.end();
     chat.end();
 }
+
+#[test]
+fn the_pods_counted_prefix_hits_are_reported_beside_the_routers_belief() {
+    // Two turns of one long conversation: the second is believed almost wholly cached
+    // on its pod. The pods' counters then say they found half the prompt tokens they
+    // were asked for: found ÷ believed is exported per pool.
+    let gateway = Gateway::new(1, false);
+    let counted = |queries: f64, hits: f64| PodSignals {
+        prefix_cache_queries: Some(queries),
+        prefix_cache_hits: Some(hits),
+        ..idle()
+    };
+    let now = gateway.envoy.now_ms();
+    assert_eq!(
+        gateway.push_snapshot(&snapshot(1, now, &[counted(0.0, 0.0), counted(0.0, 0.0), counted(0.0, 0.0)])),
+        204
+    );
+    let history = "a long conversation about the fleet ".repeat(1_000);
+    let (mut turn, first) = gateway.route(0, &history);
+    // Its first token: its prefill no longer waits on the pod.
+    turn.respond_headers(first.as_deref().unwrap_or_default(), 200, "text/event-stream", false);
+    turn.respond_chunk(b"data: {}\n\n", false);
+    let (_, second) = gateway.route(0, &format!("{history} and its next turn"));
+    assert!(first.is_some() && first == second, "the next turn goes to its pod");
+    gateway.envoy.advance_ms(1_000);
+    let now = gateway.envoy.now_ms();
+    let half = counted(40_000.0, 20_000.0);
+    assert_eq!(gateway.push_snapshot(&snapshot(2, now, &[half.clone(), half.clone(), half])), 204);
+    gateway.route(0, "a third request reads the new snapshot");
+    let milli = gateway.envoy.stat("infergate.pool.llama.prefix_found_per_believed_milli");
+    // Believed: about half of the two turns' tokens (the second turn, cached); found:
+    // half of what was asked: about 1000.
+    assert!((800..=1_200).contains(&milli), "{milli}");
+}
