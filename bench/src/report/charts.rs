@@ -49,7 +49,7 @@ fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &Worklo
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
-        .x_desc("offered load (req/s)")
+        .x_desc(format!("offered load ({})", report.load_unit()))
         .y_desc("TTFT p90 (ms, log)")
         .draw()
         .map_err(|e| e.to_string())?;

@@ -18,7 +18,7 @@
 
 use xxhash_rust::xxh64::{Xxh64, xxh64};
 
-use super::anchors::next_anchor;
+use super::anchors::{DENSE_BLOCKS, next_anchor};
 use crate::config::PrefixSettings;
 
 /// Text is handed to the hash state in pieces of at least this many bytes: a JSON
@@ -95,7 +95,10 @@ impl SectionHasher {
         while !bytes.is_empty() && self.next_key_at <= self.cap {
             let room = usize::try_from(self.next_key_at - self.hashed).unwrap_or(usize::MAX);
             let (now, rest) = bytes.split_at(room.min(bytes.len()));
-            if self.stage.is_empty() && now.len() >= STAGE_BYTES {
+            // Straight into the hash state when nothing is staged and the piece is long
+            // or reaches the next key; staged otherwise, so that the state is fed in
+            // large updates whatever pieces the text comes in.
+            if self.stage.is_empty() && (now.len() >= STAGE_BYTES || now.len() == room) {
                 self.state.update(now);
             } else {
                 self.stage.extend_from_slice(now);
@@ -108,6 +111,11 @@ impl SectionHasher {
             if self.hashed == self.next_key_at {
                 self.flush();
                 let blocks = self.next_key_at / self.block;
+                if self.keys.is_empty() {
+                    // The dense keys at once: most prompts have at least a few.
+                    self.keys.reserve(2 * DENSE_BLOCKS as usize);
+                    self.ends.reserve(2 * DENSE_BLOCKS as usize);
+                }
                 self.keys.push(self.state.digest());
                 self.ends.push(u32::try_from(blocks).unwrap_or(u32::MAX));
                 self.next_key_at = next_anchor(blocks).saturating_mul(self.block);

@@ -63,18 +63,19 @@ pub struct CacheTruth {
 
 impl CacheTruth {
     /// A request of `prompt_tokens` went to `pod`, believed to find `believed_tokens`
-    /// of them cached there.
+    /// of them cached there. Added as they are (this is on every decision's path); the
+    /// sums decay at the pod's next count.
     pub fn sent(&mut self, pod: Endpoint, prompt_tokens: f64, believed_tokens: f64, now_ms: u64) {
         let entry = self.entry(pod, now_ms);
-        let (prompt, believed) = entry.decayed(now_ms);
-        entry.prompt_tokens = prompt + prompt_tokens.max(0.0);
-        entry.believed_tokens = believed + believed_tokens.max(0.0);
-        entry.at_ms = entry.at_ms.max(now_ms);
+        entry.prompt_tokens += prompt_tokens.max(0.0);
+        entry.believed_tokens += believed_tokens.max(0.0);
     }
 
     /// `pod`'s prefix-cache counters read `queries` looked up and `hits` found.
     pub fn counted(&mut self, pod: Endpoint, (queries, hits): (f64, f64), now_ms: u64) {
         let entry = self.entry(pod, now_ms);
+        (entry.prompt_tokens, entry.believed_tokens) = entry.decayed(now_ms);
+        entry.at_ms = entry.at_ms.max(now_ms);
         let fade = keep(entry.truth_at_ms, now_ms);
         let increments = entry.counters.map(|(q, h)| (queries - q, hits - h));
         entry.counters = Some((queries, hits));
