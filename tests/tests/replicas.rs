@@ -87,15 +87,24 @@ async fn each_turn_finds_its_conversations_pod_on_whichever_replica_takes_it() {
     assert!(passed_on.is_some_and(|n| n >= 8.0), "records passed on: {passed_on:?}");
 }
 
+/// Between replica 1's requests: more than a load push interval (5 ms). Five sent at one
+/// instant would stay on replica 1's own share of the pods, two to a pod: a replica
+/// takes a burst for one that reached every replica (docs/replicas.md, step 9).
+const BUSY_GAP: Duration = Duration::from_millis(20);
+
 /// The pods report idle whatever they run and take 3 s per request: only the gateways'
 /// own counts tell the busy pods from the free one. Replica 1 occupies five of the six
-/// pods; `after` that, replicas 2 and 3 each send one request, which must both go to
-/// the free pod.
+/// pods; `after` the first of them, replicas 2 and 3 each send one request, which must
+/// both go to the free pod.
 async fn the_others_find_the_free_pod(stack: &Stack, after: Duration) {
     let pods = stack.fleet.pods.clone();
     idle_but_slow(stack, 3_000).await;
     let gateways = stack.gateway_urls();
-    let busy = futures::future::join_all((0..5).map(|i| send(stack, &gateways[0], format!("busy {i}"))));
+    let first = &gateways[0];
+    let busy = futures::future::join_all((0..5u32).map(|i| async move {
+        tokio::time::sleep(BUSY_GAP * i).await;
+        send(stack, first, format!("busy {i}")).await
+    }));
     let checks = async {
         tokio::time::sleep(after).await;
         tokio::join!(send(stack, &gateways[1], "second".into()), send(stack, &gateways[2], "third".into()))
