@@ -1,5 +1,6 @@
-//! NVIDIA Dynamo's KV router with its default selector, from `ai-dynamo/dynamo`
-//! `lib/kv-router/src/scheduling/selector/default.rs` and `scheduling/config.rs` (defaults
+//! NVIDIA Dynamo's KV router with its default selector, from `ai-dynamo/dynamo` 1.6.1
+//! `lib/kv-router/src/scheduling/selector/default.rs` (the cost written out in
+//! `selector/reference.rs`) and `scheduling/config.rs` (defaults
 //! `overlap_score_credit` 1.0, `prefill_load_scale` 1.0, `router_temperature` 0). Per
 //! worker, in blocks of the engine's block size `bs`:
 //!
@@ -18,8 +19,9 @@
 //!   shared by several counts once.
 //! - `additional_active_blocks`: this request's prompt blocks not already active there.
 //!
-//! Not modelled: the router's own queue (`router_queue_threshold` 16), which holds
-//! requests back while every worker is busy; here every request is dispatched at once.
+//! Matches the default of dispatching at once: the router's own queue
+//! (`router_queue_threshold`) is unset by default, so no request is held back while
+//! every worker is busy.
 
 use std::collections::HashMap;
 
