@@ -48,6 +48,8 @@ struct EnvoyState {
     stats: RefCell<BTreeMap<String, Stat>>,
     env: RefCell<HashMap<String, String>>,
     failing: RefCell<HashSet<&'static str>>,
+    /// Host calls made, by method, since the test last took them.
+    calls: RefCell<BTreeMap<&'static str, u64>>,
     http_calls: RefCell<Vec<HttpCall>>,
     /// Each worker's root, `None` once torn down (or never configured).
     roots: RefCell<Vec<Option<Box<dyn RootEvents>>>>,
@@ -60,6 +62,10 @@ struct EnvoyState {
     next_context: Cell<u32>,
 }
 
+/// The name [`FakeEnvoy::take_host_calls`] counts stream callbacks under: each is an
+/// entry into the VM.
+pub const STREAM_CALLBACK: &str = "(stream callback)";
+
 /// A root callback's call on a held stream.
 #[derive(Debug, Clone)]
 enum Deferred {
@@ -69,6 +75,10 @@ enum Deferred {
 }
 
 impl EnvoyState {
+    fn count(&self, call: &'static str) {
+        *self.calls.borrow_mut().entry(call).or_default() += 1;
+    }
+
     fn fails(&self, call: &'static str) -> bool {
         self.failing.borrow().contains(call)
     }
@@ -189,6 +199,12 @@ impl FakeEnvoy {
 
     pub fn heal(&self, call: &'static str) {
         self.state.failing.borrow_mut().remove(call);
+    }
+
+    /// The host calls every worker made since the last take, by method; each is one
+    /// call across the VM boundary in Envoy.
+    pub fn take_host_calls(&self) -> BTreeMap<&'static str, u64> {
+        std::mem::take(&mut *self.state.calls.borrow_mut())
     }
 
     /// A counter's or a gauge's value, 0 if never moved.
@@ -329,6 +345,7 @@ impl Stream {
     fn run<T>(&mut self, callback: impl FnOnce(&mut dyn StreamEvents) -> T) -> T {
         self.poll();
         self.host.envoy.effective.set(None);
+        self.host.envoy.count(STREAM_CALLBACK);
         std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
         let out = callback(&mut *self.events);
         std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
@@ -502,18 +519,22 @@ fn range(bytes: &[u8], start: usize, size: usize) -> Option<Vec<u8>> {
 
 impl Host for FakeHost {
     fn plugin_configuration(&self) -> Option<Vec<u8>> {
+        self.envoy.count("plugin_configuration");
         (!self.envoy.fails("plugin_configuration")).then(|| self.configuration.clone())
     }
 
     fn env_var(&self, name: &str) -> Option<String> {
+        self.envoy.count("env_var");
         self.envoy.env.borrow().get(name).cloned()
     }
 
     fn now_unix_ms(&self) -> u64 {
+        self.envoy.count("now_unix_ms");
         self.envoy.clock_ms.get()
     }
 
     fn set_tick_period_ms(&self, period_ms: u64) -> Result<(), Status> {
+        self.envoy.count("set_tick_period_ms");
         if self.envoy.fails("set_tick_period_ms") {
             return Err(Status::InternalFailure);
         }
@@ -524,19 +545,23 @@ impl Host for FakeHost {
     }
 
     fn vm_memory_bytes(&self) -> u64 {
+        self.envoy.count("vm_memory_bytes");
         self.memory_bytes.get()
     }
 
     fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
+        self.envoy.count("request_headers");
         let stream = self.stream.borrow();
         stream.request_headers.iter().map(|(n, v)| (n.clone(), v.clone().into_bytes())).collect()
     }
 
     fn request_header(&self, name: &str) -> Option<Vec<u8>> {
+        self.envoy.count("request_header");
         header(&self.stream.borrow().request_headers, name)
     }
 
     fn set_request_header(&self, name: &str, value: Option<&str>) -> Result<(), Status> {
+        self.envoy.count("set_request_header");
         if self.envoy.fails("set_request_header") {
             return Err(Status::BadArgument);
         }
@@ -548,6 +573,7 @@ impl Host for FakeHost {
     }
 
     fn request_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        self.envoy.count("request_body");
         if self.envoy.fails("request_body") {
             return None;
         }
@@ -555,6 +581,7 @@ impl Host for FakeHost {
     }
 
     fn response_header(&self, name: &str) -> Option<Vec<u8>> {
+        self.envoy.count("response_header");
         let stream = self.stream.borrow();
         // Envoy answers a header read in a body callback with an error status, on which
         // the SDK panics: the VM would crash and every stream on it be reset.
@@ -563,19 +590,23 @@ impl Host for FakeHost {
     }
 
     fn set_response_header(&self, name: &str, value: &str) -> Result<(), Status> {
+        self.envoy.count("set_response_header");
         set_header(&mut self.stream.borrow_mut().response_headers, name, Some(value));
         Ok(())
     }
 
     fn response_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        self.envoy.count("response_body");
         range(&self.stream.borrow().response_chunk, start, size)
     }
 
     fn upstream_address(&self) -> Option<String> {
+        self.envoy.count("upstream_address");
         self.stream.borrow().upstream.clone()
     }
 
     fn send_reply(&self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> Result<(), Status> {
+        self.envoy.count("send_reply");
         if self.envoy.fails("send_reply") {
             return Err(Status::InternalFailure);
         }
@@ -588,6 +619,7 @@ impl Host for FakeHost {
     }
 
     fn set_effective_context(&self, context_id: u32) -> Result<(), Status> {
+        self.envoy.count("set_effective_context");
         if self.envoy.fails("set_effective_context") || context_id == 0 || context_id > self.envoy.next_context.get() {
             return Err(Status::BadArgument);
         }
@@ -596,6 +628,7 @@ impl Host for FakeHost {
     }
 
     fn resume_request(&self) -> Result<(), Status> {
+        self.envoy.count("resume_request");
         if self.envoy.fails("resume_request") || !self.defer(Deferred::Resume) {
             // Envoy resumes the stream whose callback runs only by its return value.
             return Err(Status::BadArgument);
@@ -604,6 +637,7 @@ impl Host for FakeHost {
     }
 
     fn shared_data(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
+        self.envoy.count("shared_data");
         match self.envoy.shared.borrow().get(key) {
             Some((value, cas)) => (Some(value.clone()), Some(*cas)),
             None => (None, None),
@@ -611,6 +645,7 @@ impl Host for FakeHost {
     }
 
     fn set_shared_data(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<(), Status> {
+        self.envoy.count("set_shared_data");
         if self.envoy.fails("set_shared_data") {
             return Err(Status::InternalFailure);
         }
@@ -624,6 +659,7 @@ impl Host for FakeHost {
     }
 
     fn register_queue(&self, name: &str) -> Result<u32, Status> {
+        self.envoy.count("register_queue");
         if self.envoy.fails("register_queue") {
             return Err(Status::InternalFailure);
         }
@@ -645,11 +681,13 @@ impl Host for FakeHost {
     }
 
     fn resolve_queue(&self, vm_id: &str, name: &str) -> Option<u32> {
+        self.envoy.count("resolve_queue");
         let queues = self.envoy.queues.borrow();
         queues.iter().position(|q| q.vm_id == vm_id && q.name == name).map(queue_id)
     }
 
     fn enqueue(&self, queue: u32, value: &[u8]) -> Result<(), Status> {
+        self.envoy.count("enqueue");
         if self.envoy.fails("enqueue") {
             return Err(Status::InternalFailure);
         }
@@ -661,6 +699,7 @@ impl Host for FakeHost {
     }
 
     fn dequeue(&self, queue: u32) -> Option<Vec<u8>> {
+        self.envoy.count("dequeue");
         self.envoy.queues.borrow_mut().get_mut((queue as usize).checked_sub(1)?)?.items.pop_front()
     }
 
@@ -671,6 +710,7 @@ impl Host for FakeHost {
         body: &[u8],
         _timeout_ms: u64,
     ) -> Result<u32, Status> {
+        self.envoy.count("dispatch_http_call");
         if self.envoy.fails("dispatch_http_call") {
             return Err(Status::BadArgument);
         }
@@ -684,6 +724,7 @@ impl Host for FakeHost {
     }
 
     fn define_metric(&self, _kind: MetricKind, name: &str) -> Result<u32, Status> {
+        self.envoy.count("define_metric");
         if self.envoy.fails("define_metric") {
             return Err(Status::InternalFailure);
         }
@@ -694,12 +735,14 @@ impl Host for FakeHost {
     }
 
     fn increment_metric(&self, id: u32, delta: i64) -> Result<(), Status> {
+        self.envoy.count("increment_metric");
         let name = self.envoy.metric_names.borrow().get(id as usize).cloned().ok_or(Status::NotFound)?;
         self.envoy.stats.borrow_mut().entry(name).or_default().value += delta;
         Ok(())
     }
 
     fn record_metric(&self, id: u32, value: u64) -> Result<(), Status> {
+        self.envoy.count("record_metric");
         let name = self.envoy.metric_names.borrow().get(id as usize).cloned().ok_or(Status::NotFound)?;
         let mut stats = self.envoy.stats.borrow_mut();
         let stat = stats.entry(name).or_default();

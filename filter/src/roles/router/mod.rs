@@ -265,4 +265,6 @@ mod early_tests;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]
+mod host_calls_tests;
+#[cfg(test)]
 mod tests;
