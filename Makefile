@@ -113,7 +113,7 @@ test-core-wasm: rust-targets node ## core's unit tests compiled to wasm32-wasip1
 lint: rust-targets ## rustfmt and clippy, as CI checks them
 	cargo fmt --all -- --check
 	cargo clippy --locked --workspace --all-targets -- -D warnings
-	cargo clippy --locked -p infergate-filter --target wasm32-wasip1 -- -D warnings
+	cargo clippy --locked -p infergate-filter -p infergate-floor-filter --target wasm32-wasip1 -- -D warnings
 
 fmt: ## format every crate
 	cargo fmt --all
@@ -245,8 +245,9 @@ bench-flow: ## flow control: tenants and priorities through a minute of overload
 # Plain Envoy, Envoy with the filter and Envoy calling infergate-epp over ext_proc,
 # near-instant pods, 1 KiB to 1 MiB bodies at concurrency 1, 32 and 150, paced uploads;
 # then the criterion micro-benchmarks of the hot path.
-bench-datapath: setup wasm ## plain Envoy, the filter and infergate-epp over ext_proc, per request; micro-benchmarks
+bench-datapath: setup wasm ## plain Envoy, a do-nothing Wasm filter, the filter and infergate-epp over ext_proc, per request; micro-benchmarks
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
+	cargo build --locked -p infergate-floor-filter --target wasm32-wasip1 --profile wasm
 	target/release/datapath --out bench/results/datapath
 	cargo bench --locked -p infergate-bench --bench hot_path
 

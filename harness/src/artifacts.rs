@@ -55,6 +55,13 @@ pub fn filter_wasm() -> PathBuf {
     must_exist(target_dir().join(FILTER_WASM), HOW_FILTER)
 }
 
+const FLOOR_WASM: &str = "wasm32-wasip1/wasm/infergate_floor_filter.wasm";
+
+/// The data-path bench's floor filter (`bench/floor-filter`), or what builds it.
+pub fn floor_wasm() -> Result<PathBuf, String> {
+    existing(target_dir().join(FLOOR_WASM), "run `make bench-datapath`, which builds it")
+}
+
 /// How the tests render Envoy's config: the built filter, with the decision header on.
 pub fn render_options() -> infergate_envoy_config::RenderOptions {
     infergate_envoy_config::RenderOptions { explain: true, ..infergate_envoy_config::RenderOptions::new(filter_wasm()) }

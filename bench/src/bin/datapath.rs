@@ -1,7 +1,8 @@
-//! `datapath`: plain Envoy (A), Envoy with the infergate filter (B) and Envoy calling
-//! infergate-epp over ext_proc (C), near-instant
-//! pods, every body size and concurrency; prints Markdown tables and writes them to
-//! bench/results/datapath/results.md.
+//! `datapath`: plain Envoy (A), Envoy with a do-nothing Wasm filter that reads what the
+//! infergate filter reads (F, the floor), Envoy with the infergate filter (B) and Envoy
+//! calling infergate-epp over ext_proc (C), near-instant pods, every body size and
+//! concurrency; prints Markdown tables and writes them to
+//! bench/results/datapath/results.md, and the data to results.json beside it.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -59,13 +60,20 @@ fn main() -> ExitCode {
     }
     let bodies = if args.bodies.is_empty() { BODY_SIZES.to_vec() } else { args.bodies.clone() };
     let concurrencies = if args.concurrency.is_empty() { CONCURRENCY.to_vec() } else { args.concurrency.clone() };
+    let floor_wasm = match infergate_harness::artifacts::floor_wasm() {
+        Ok(path) => path,
+        Err(message) => {
+            eprintln!("error: the Wasm floor: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match cli::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
     let report = runtime.block_on(async {
         let options = Options { early_decision: args.early_decision, prefix_max_blocks: args.prefix_max_blocks };
-        let gateways = Gateways::start(options).await;
+        let gateways = Gateways::start(options, floor_wasm.clone()).await;
         let pinned = if args.pin {
             match gateways.pin(0, 1).and_then(|()| datapath::pin_process(std::process::id(), 1)) {
                 Ok(()) => "Envoys on CPU 0; the picker, the load generator and the pods on CPU 1".to_string(),
@@ -106,20 +114,27 @@ fn main() -> ExitCode {
             }
         }
         let ramp = if ramp.is_empty() { String::new() } else { datapath::streams::markdown(&ramp, hold) };
-        let footprint = datapath::footprint(&gateways, decodes_before, since).await;
+        let footprint = datapath::footprint(&gateways, &floor_wasm, decodes_before, since).await;
         let paced = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
-        format!(
-            "{}\n{paced}\n{ramp}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: {} bytes\n- wasm linear memory after the run, both worker VMs together: {} bytes\n- Envoy RSS after the run: A {:.1} MiB, B {:.1} MiB\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+        let text = format!(
+            "{}\n{paced}\n{ramp}\nMemory after the run:\n\n{}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: B {} bytes, F {} bytes\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
+            datapath::footprint_markdown(&footprint),
             args.early_decision,
             args.prefix_max_blocks,
             footprint.wasm_bytes,
-            footprint.vm_memory_bytes,
-            footprint.envoy_rss_plain_mib,
-            footprint.envoy_rss_infergate_mib,
+            footprint.floor_wasm_bytes,
             footprint.snapshot_decodes,
             footprint.snapshot_decodes_per_s
-        )
+        );
+        (text, datapath::json(&cells, &footprint))
     });
+    let (report, json) = report;
+    if let Err(e) =
+        std::fs::create_dir_all(&args.out).and_then(|()| std::fs::write(args.out.join("results.json"), json))
+    {
+        eprintln!("error: cannot write {}: {e}", args.out.join("results.json").display());
+        return ExitCode::FAILURE;
+    }
     cli::report(&args.out, &report)
 }

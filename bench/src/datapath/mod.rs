@@ -1,8 +1,10 @@
 //! Data-path cost: what the routing decision adds to a request, in the proxy and out of
-//! it. Three real Envoys (`--concurrency 2`) in front of the same 8 near-instant pods:
-//! A routes round-robin with no filter; B runs the infergate filter; C calls
-//! `infergate-epp` over ext_proc (the endpoint picker protocol), the same router code
-//! in a native process. B and C get live snapshots from the real agent. A closed-loop
+//! it. Four real Envoys (`--concurrency 2`) in front of the same 8 near-instant pods:
+//! A routes round-robin with no filter; F runs the Wasm floor (`bench/floor-filter`: the
+//! infergate filter's header and body reads and its routing headers, and nothing else);
+//! B runs the infergate filter; C calls `infergate-epp` over ext_proc (the endpoint
+//! picker protocol), the same router code in a native process. B and C get live
+//! snapshots from the real agent. A closed-loop
 //! load generator (N concurrent connections, each sending the next request when the
 //! last answer is read) measures each in turn, cell by cell, for each body size and
 //! concurrency. A gateway's CPU is its Envoy's plus, for C, the picker's.
@@ -15,8 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use infergate_envoy_config::UpstreamPolicy;
-use infergate_harness::{ModelSpec, Stack, StackSpec};
+use infergate_envoy_config::{RenderOptions, UpstreamPolicy};
+use infergate_harness::{BootstrapWriter, ModelSpec, Stack, StackSpec};
+use serde::Serialize;
 
 use infergate_harness::procfs::{cpu_seconds, rss_mib};
 
@@ -24,8 +27,10 @@ pub const BODY_SIZES: [usize; 5] = [1024, 4096, 64 * 1024, 220 * 1024, 1024 * 10
 pub const CONCURRENCY: [usize; 3] = [1, 32, 150];
 pub const PODS: usize = 8;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Cell {
+    /// `A`, `F`, `B` or `C`.
+    #[serde(rename = "gateway")]
     pub config: &'static str,
     pub body_bytes: usize,
     pub concurrency: usize,
@@ -50,6 +55,7 @@ impl Cell {
 
 pub struct Gateways {
     pub plain: Stack,
+    pub floor: Stack,
     pub infergate: Stack,
     pub picker: Stack,
 }
@@ -80,18 +86,31 @@ fn spec(policy: UpstreamPolicy, options: Options, ext_proc: bool) -> StackSpec {
     }
 }
 
+/// F: the router's rendered config with the floor's module in place of the filter's,
+/// and no agent (the floor reads no snapshot).
+fn floor_spec(options: Options, floor_wasm: std::path::PathBuf) -> StackSpec {
+    let render = RenderOptions { access_log: false, ..RenderOptions::new(floor_wasm) };
+    let writer = BootstrapWriter(Arc::new(move |config| {
+        infergate_envoy_config::render_bootstrap_yaml(config, &render).unwrap_or_else(|e| panic!("render F: {e}"))
+    }));
+    StackSpec { start_agent: false, bootstrap: Some(writer), ..spec(UpstreamPolicy::Infergate, options, false) }
+}
+
 impl Gateways {
-    pub async fn start(options: Options) -> Self {
+    /// Starts the four; `floor_wasm` is the floor filter's module
+    /// (`infergate_harness::artifacts::floor_wasm`).
+    pub async fn start(options: Options, floor_wasm: std::path::PathBuf) -> Self {
         Self {
             plain: Stack::start(spec(UpstreamPolicy::RoundRobin, options, false)).await,
+            floor: Stack::start(floor_spec(options, floor_wasm)).await,
             infergate: Stack::start(spec(UpstreamPolicy::Infergate, options, false)).await,
             picker: Stack::start(spec(UpstreamPolicy::Infergate, options, true)).await,
         }
     }
 
-    /// The three gateways by their letters.
-    pub fn each(&self) -> [(&'static str, &Stack); 3] {
-        [("A", &self.plain), ("B", &self.infergate), ("C", &self.picker)]
+    /// The four gateways by their letters.
+    pub fn each(&self) -> [(&'static str, &Stack); 4] {
+        [("A", &self.plain), ("F", &self.floor), ("B", &self.infergate), ("C", &self.picker)]
     }
 
     /// Pins every Envoy to `envoy_cpu` and the picker to `picker_cpu` (all threads),
@@ -239,65 +258,130 @@ fn body_prefix_len() -> usize {
     "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"".len() + 16
 }
 
-/// What else the run reports: the module, the VMs' memory and snapshot decodes.
-#[derive(Debug, Clone)]
+/// One gateway's memory after the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayFootprint {
+    pub gateway: &'static str,
+    /// Envoy's resident memory, MiB.
+    pub envoy_rss_mib: f64,
+    /// The picker's resident memory (C only), MiB.
+    pub picker_rss_mib: Option<f64>,
+    /// The Wasm VMs' linear memory, all workers together (F and B only).
+    pub vm_memory_bytes: Option<u64>,
+    /// Worker VMs (Envoy's `--concurrency`) that share `vm_memory_bytes`.
+    pub workers: u32,
+}
+
+/// What else the run reports: the modules, each gateway's memory and snapshot decodes.
+#[derive(Debug, Clone, Serialize)]
 pub struct Footprint {
     pub wasm_bytes: u64,
-    /// Summed over the worker VMs.
-    pub vm_memory_bytes: u64,
-    pub envoy_rss_plain_mib: f64,
-    pub envoy_rss_infergate_mib: f64,
+    pub floor_wasm_bytes: u64,
+    pub gateways: Vec<GatewayFootprint>,
     pub snapshot_decodes: u64,
     pub snapshot_decodes_per_s: f64,
 }
 
-pub async fn footprint(gateways: &Gateways, decodes_before: u64, since: Instant) -> Footprint {
+/// Envoy's worker threads in every gateway here.
+const WORKERS: u32 = 2;
+
+pub async fn footprint(
+    gateways: &Gateways,
+    floor_wasm: &std::path::Path,
+    decodes_before: u64,
+    since: Instant,
+) -> Footprint {
     let b = &gateways.infergate;
     let decodes = b.stat("infergate.snapshot.decodes").await.unwrap_or(0).saturating_sub(decodes_before);
+    let mut each = Vec::new();
+    for (gateway, stack) in gateways.each() {
+        let wasm = matches!(gateway, "F" | "B");
+        each.push(GatewayFootprint {
+            gateway,
+            envoy_rss_mib: stack.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
+            picker_rss_mib: stack.picker.as_ref().and_then(|p| rss_mib(p.pid())),
+            vm_memory_bytes: if wasm { stack.stat("infergate.vm.memory_bytes").await } else { None },
+            workers: WORKERS,
+        });
+    }
+    let size = |path: &std::path::Path| std::fs::metadata(path).map_or(0, |m| m.len());
     Footprint {
-        wasm_bytes: std::fs::metadata(infergate_harness::artifacts::filter_wasm()).map_or(0, |m| m.len()),
-        vm_memory_bytes: b.stat("infergate.vm.memory_bytes").await.unwrap_or(0),
-        envoy_rss_plain_mib: gateways.plain.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
-        envoy_rss_infergate_mib: b.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
+        wasm_bytes: size(&infergate_harness::artifacts::filter_wasm()),
+        floor_wasm_bytes: size(floor_wasm),
+        gateways: each,
         snapshot_decodes: decodes,
         snapshot_decodes_per_s: decodes as f64 / since.elapsed().as_secs_f64(),
     }
 }
 
-/// The three gateways side by side: rates, latencies and what B and C add to A, and
-/// each one's CPU per request (C's: Envoy's and the picker's).
+/// The run's data as `results.json`: one object per cell, one per gateway's memory.
+pub fn json(cells: &[Cell], footprint: &Footprint) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({"cells": cells, "footprint": footprint}))
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The four gateways side by side: rates, each one's CPU per request (C's: Envoy's and
+/// the picker's), what F, B and C add to A, and our share: B − F.
 pub fn markdown(cells: &[Cell]) -> String {
     let mut out = String::from(
-        "| body | conc. | A rps | B rps | C rps | A p50 (µs) | added p50 B / C (µs) | A p99 (µs) | added p99 B / C (µs) | A CPU/req (µs) | B CPU/req (µs) | C CPU/req: Envoy + picker (µs) | B ÷ C CPU | errors A/B/C |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| body | conc. | rps A / F / B / C | B ÷ A rps | CPU/req A | F | B | C: Envoy + picker | B − F | B − A | C − A | (B − A) ÷ (C − A) | added p50 F / B / C (µs) | added p99 F / B / C (µs) | errors A/F/B/C |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for a in cells.iter().filter(|c| c.config == "A") {
         let find = |config: &str| {
             cells.iter().find(|c| c.config == config && c.body_bytes == a.body_bytes && c.concurrency == a.concurrency)
         };
-        let (Some(b), Some(c)) = (find("B"), find("C")) else { continue };
+        let (Some(f), Some(b), Some(c)) = (find("F"), find("B"), find("C")) else { continue };
         let added = |x: u64, base: u64| x as i64 - base as i64;
+        let cpu = |x: &Cell| x.gateway_cpu_us();
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {} | {} / {} | {} | {} / {} | {:.0} | {:.0} | {:.0} + {:.0} = {:.0} | {:.2} | {}/{}/{} |\n",
+            "| {} | {} | {:.0} / {:.0} / {:.0} / {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} + {:.0} = {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} / {} / {} | {} / {} / {} | {}/{}/{}/{} |\n",
             size_label(a.body_bytes),
             a.concurrency,
             a.rps,
+            f.rps,
             b.rps,
             c.rps,
-            a.p50_us,
-            added(b.p50_us, a.p50_us),
-            added(c.p50_us, a.p50_us),
-            a.p99_us,
-            added(b.p99_us, a.p99_us),
-            added(c.p99_us, a.p99_us),
-            a.gateway_cpu_us(),
-            b.gateway_cpu_us(),
+            b.rps / a.rps,
+            cpu(a),
+            cpu(f),
+            cpu(b),
             c.envoy_cpu_us,
             c.picker_cpu_us,
-            c.gateway_cpu_us(),
-            b.gateway_cpu_us() / c.gateway_cpu_us(),
+            cpu(c),
+            cpu(b) - cpu(f),
+            cpu(b) - cpu(a),
+            cpu(c) - cpu(a),
+            (cpu(b) - cpu(a)) / (cpu(c) - cpu(a)),
+            added(f.p50_us, a.p50_us),
+            added(b.p50_us, a.p50_us),
+            added(c.p50_us, a.p50_us),
+            added(f.p99_us, a.p99_us),
+            added(b.p99_us, a.p99_us),
+            added(c.p99_us, a.p99_us),
             a.errors,
+            f.errors,
             b.errors,
             c.errors
+        ));
+    }
+    out
+}
+
+/// Each gateway's memory after the run.
+pub fn footprint_markdown(footprint: &Footprint) -> String {
+    let plain = footprint.gateways.first().map_or(f64::NAN, |a| a.envoy_rss_mib);
+    let mut out = String::from(
+        "| gateway | Envoy RSS (MiB) | ÷ A | picker RSS (MiB) | Wasm linear memory, per worker VM (MiB) |\n|---|---:|---:|---:|---:|\n",
+    );
+    for g in &footprint.gateways {
+        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.2} | {} | {} |\n",
+            g.gateway,
+            g.envoy_rss_mib,
+            g.envoy_rss_mib / plain,
+            g.picker_rss_mib.map_or("–".into(), |m| format!("{m:.1}")),
+            g.vm_memory_bytes.map_or("–".into(), |b| format!("{:.1}", mib(b) / f64::from(g.workers.max(1)))),
         ));
     }
     out

@@ -79,25 +79,23 @@ pub async fn measure(stack: &Stack, config: &'static str, body_bytes: usize, pac
 
 pub fn markdown(cells: &[PacedCell], pace: Pace) -> String {
     let mut out = format!(
-        "Paced uploads ({} KiB every {} ms, one request at a time): last byte sent to first byte of the answer\n\n| body | A p50 (µs) | B p50 (µs) | C p50 (µs) | A p99 (µs) | B p99 (µs) | C p99 (µs) | errors A/B/C |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "Paced uploads ({} KiB every {} ms, one request at a time): last byte sent to first byte of the answer\n\n| body | p50 A / F / B / C (µs) | p99 A / F / B / C (µs) | errors A/F/B/C |\n|---:|---:|---:|---:|\n",
         pace.piece / 1024,
         pace.pause.as_millis()
     );
     for a in cells.iter().filter(|c| c.config == "A") {
         let find = |config: &str| cells.iter().find(|c| c.config == config && c.body_bytes == a.body_bytes);
-        let (Some(b), Some(c)) = (find("B"), find("C")) else { continue };
+        let (Some(f), Some(b), Some(c)) = (find("F"), find("B"), find("C")) else { continue };
+        let all = [a, f, b, c];
+        let join = |value: fn(&PacedCell) -> u64, separator: &str| {
+            all.iter().map(|cell| value(cell).to_string()).collect::<Vec<_>>().join(separator)
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {}/{}/{} |\n",
+            "| {} | {} | {} | {} |\n",
             super::size_label(a.body_bytes),
-            a.p50_us,
-            b.p50_us,
-            c.p50_us,
-            a.p99_us,
-            b.p99_us,
-            c.p99_us,
-            a.errors,
-            b.errors,
-            c.errors
+            join(|c| c.p50_us, " / "),
+            join(|c| c.p99_us, " / "),
+            join(|c| c.errors, "/"),
         ));
     }
     out

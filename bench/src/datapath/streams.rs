@@ -93,6 +93,7 @@ pub fn markdown(cells: &[StreamsCell], hold: Duration) -> String {
     for cell in cells {
         let name = match cell.config {
             "A" => "A plain",
+            "F" => "F Wasm floor",
             "B" => "B filter",
             _ => "C ext_proc picker",
         };
