@@ -51,10 +51,11 @@ pub mod shared_data {
     pub const SUMMARY_GENERATION: &str = "infergate.summary-generation";
     /// Prefix of a cluster's newest summary: `infergate.summary.<cluster>`.
     pub const SUMMARY_PREFIX: &str = "infergate.summary.";
-    /// Prefix of a pod's load, updated with compare-and-swap by every worker:
-    /// `infergate.load.<ip:port>`, 16 bytes, the in-flight count then the pending
-    /// prefill tokens, each a little-endian u64.
-    pub const LOAD_PREFIX: &str = "infergate.load.";
+    /// Every pod's load as this Envoy counted it, updated with compare-and-swap by every
+    /// worker: for each pod with load, in address order, 4 or 6, the address's bytes,
+    /// the port (u16), the in-flight count (u32) and the pending prefill tokens (u64),
+    /// little endian (`filter::shared::pod_loads`).
+    pub const POD_LOADS: &str = "infergate.pod-loads";
     /// Prefix of the requests the global router sent a cluster since its newest
     /// summary, counted by every worker: `infergate.backlog.<cluster>`, 16 bytes, that
     /// summary's sequence then the count, each a little-endian u64.

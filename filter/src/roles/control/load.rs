@@ -6,13 +6,12 @@
 
 use infergate_core::endpoint::Endpoint;
 use infergate_core::replicas::{PeerLoad, ReplicaLoad};
-use infergate_core::router::LoadLedger;
 use infergate_core::snapshot::Snapshot;
 use infergate_core::wire::shared_data::REPLICA_PODS;
 
 use crate::host::Host;
-use crate::roles::router::ledger::SharedLedger;
 use crate::shared::peer_load;
+use crate::shared::pod_loads::PodLoads;
 
 /// Remembers the snapshot's pods, whose load the answers to load pushes report.
 pub fn remember_pods(host: &dyn Host, snapshot: &Snapshot) {
@@ -25,8 +24,8 @@ pub fn remember_pods(host: &dyn Host, snapshot: &Snapshot) {
 
 /// This replica's load on `pods`, those that have any.
 pub fn own_load(host: &dyn Host, pods: impl Iterator<Item = Endpoint>) -> Vec<PeerLoad> {
-    let ledger = SharedLedger(host);
-    pods.map(|pod| (pod, ledger.load(pod)))
+    let table = PodLoads::read(host);
+    pods.map(|pod| (pod, table.get(pod)))
         .filter(|(_, load)| load.in_flight > 0 || load.pending_prefill_tokens > 0)
         .map(|(pod, load)| PeerLoad {
             pod,

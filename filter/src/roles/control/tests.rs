@@ -149,7 +149,8 @@ fn with_several_replicas_a_push_is_answered_with_this_replicas_records_and_load(
     gateway.route(1, "join").0.end();
     let (mut stream, chosen) = gateway.route(0, &"a replicated conversation ".repeat(160));
     let chosen = chosen.unwrap_or_default();
-    stream.respond(&chosen, 200, "application/json", &[b"{}"]);
+    // A streamed answer's first token: the prefill is done, the request still runs.
+    stream.respond(&chosen, 200, "text/event-stream", &[b"data: {}\n\n"]);
     assert_eq!(outbox_length(&gateway), 1, "the first token's record went to the outbox too");
 
     let digest = digest_of(&push_to_replicas(&gateway, "3", 2));

@@ -98,10 +98,11 @@ fn a_body_that_turns_out_invalid_after_routing_is_answered_400_and_its_pod_relea
         assert_eq!(gateway.envoy.stat("infergate.requests.early.refused"), 1, "{tail}");
         assert_eq!(gateway.envoy.stat("infergate.requests.rejected"), 1, "{tail}");
         let pod = stream.request_header(header::ENDPOINT).map(crate::test_support::first_endpoint).unwrap_or_default();
-        let key = format!("{}{}", infergate_core::wire::shared_data::LOAD_PREFIX, crate::test_support::pod(&pod));
-        assert_eq!(crate::shared::words::read(&*gateway.routers[0].host, &key).0, 1, "counted while open");
+        let pod = crate::test_support::pod(&pod);
+        let in_flight = || crate::shared::pod_loads::PodLoads::read(&*gateway.routers[0].host).get(pod).in_flight;
+        assert_eq!(in_flight(), 1, "counted while open");
         stream.end();
-        assert_eq!(crate::shared::words::read(&*gateway.routers[0].host, &key).0, 0, "released at the end");
+        assert_eq!(in_flight(), 0, "released at the end");
     }
 }
 

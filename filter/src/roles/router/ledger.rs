@@ -1,35 +1,37 @@
-//! Each pod's load (in-flight requests, pending prefill tokens) in shared data, so that
-//! every Envoy worker sees what the others sent: one small key per pod, read once per
-//! decision and updated with compare-and-swap. A burst that lands on several workers
-//! within one scrape interval therefore still spreads.
+//! The load ledger of this Envoy's workers, in shared data (`shared::pod_loads`): one
+//! value for every pod, read once per decision however many pods the pool has, and
+//! updated with compare-and-swap. A burst that lands on several workers within one
+//! scrape interval therefore still spreads.
+
+use std::cell::RefCell;
 
 use infergate_core::endpoint::Endpoint;
 use infergate_core::router::{LoadLedger, PodLoad};
-use infergate_core::wire::shared_data::LOAD_PREFIX;
 
 use crate::host::Host;
-use crate::shared::words;
+use crate::shared::pod_loads::PodLoads;
 
-pub struct SharedLedger<'a>(pub &'a dyn Host);
-
-fn key(pod: Endpoint) -> String {
-    format!("{LOAD_PREFIX}{pod}")
+/// A view of the ledger for one decision or one update: the table is read at the first
+/// look and kept, with this view's own updates applied.
+pub struct SharedLedger<'a> {
+    host: &'a dyn Host,
+    table: RefCell<Option<PodLoads>>,
 }
 
-/// The in-flight count, then the pending prefill tokens.
-fn from_words((in_flight, pending_prefill_tokens): (u64, u64)) -> PodLoad {
-    PodLoad { in_flight: u32::try_from(in_flight).unwrap_or(u32::MAX), pending_prefill_tokens }
+impl<'a> SharedLedger<'a> {
+    pub fn new(host: &'a dyn Host) -> Self {
+        Self { host, table: RefCell::new(None) }
+    }
 }
 
 impl LoadLedger for SharedLedger<'_> {
     fn load(&self, pod: Endpoint) -> PodLoad {
-        from_words(words::read(self.0, &key(pod)))
+        let mut table = self.table.borrow_mut();
+        table.get_or_insert_with(|| PodLoads::read(self.host)).get(pod)
     }
 
     fn update(&mut self, pod: Endpoint, in_flight: i32, pending_prefill_tokens: i64) {
-        words::update(self.0, &key(pod), |current| {
-            let next = from_words(current).plus(in_flight, pending_prefill_tokens);
-            Some((u64::from(next.in_flight), next.pending_prefill_tokens))
-        });
+        let written = PodLoads::update(self.host, pod, in_flight, pending_prefill_tokens);
+        *self.table.get_mut() = written;
     }
 }

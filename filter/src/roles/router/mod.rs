@@ -78,7 +78,7 @@ impl RouterShared {
     }
 
     fn ledger(&self) -> SharedLedger<'_> {
-        SharedLedger(&*self.host)
+        SharedLedger::new(&*self.host)
     }
 
     /// How prompts are hashed, under the active routing config.

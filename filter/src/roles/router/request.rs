@@ -9,7 +9,7 @@
 //! when the worker's tick releases it. The steps every client-facing request takes are
 //! `front`'s.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use infergate_core::ApiError;
@@ -77,11 +77,30 @@ pub struct RouterRequest {
     criticality: Option<Criticality>,
     ttft_target_ms: Option<u64>,
     routed: RoutedSlot,
+    /// When this stream last checked for a new snapshot (the millisecond): its early
+    /// check at the headers and its decision usually fall in the same one, and a
+    /// second check there would read the same two generations again.
+    refreshed_at_ms: Cell<Option<u64>>,
 }
 
 impl RouterRequest {
     pub fn new(shared: Rc<RouterShared>, context_id: u32) -> Self {
-        Self { shared, context_id, criticality: None, ttft_target_ms: None, routed: Rc::new(RefCell::new(None)) }
+        Self {
+            shared,
+            context_id,
+            criticality: None,
+            ttft_target_ms: None,
+            routed: Rc::new(RefCell::new(None)),
+            refreshed_at_ms: Cell::new(None),
+        }
+    }
+
+    /// Adopts what the agent published since this stream last looked, unless it looked
+    /// within the same millisecond.
+    fn refresh(&self, router: &mut Router, now_ms: u64) {
+        if self.refreshed_at_ms.replace(Some(now_ms)) != Some(now_ms) {
+            self.shared.refresh_snapshot(router, now_ms);
+        }
     }
 
     /// Routes the request now, or holds it in its pool's gateway queue. A request
@@ -95,7 +114,7 @@ impl RouterRequest {
         };
         let host = &*shared.host;
         let now_ms = host.now_unix_ms();
-        shared.refresh_snapshot(&mut router, now_ms);
+        self.refresh(&mut router, now_ms);
         let flow = &router.config().flow_control;
         if !flow.enabled || early {
             let decision = router.route(&request, now_ms, &mut shared.ledger())?;
@@ -193,7 +212,12 @@ impl RouterRequest {
         // after its last one.
         let first_token = routed.awaiting_first_chunk;
         routed.awaiting_first_chunk = false;
-        if let Some(tokens) = routed.pending_prefill_tokens.take() {
+        // A whole answer's pending prefill goes with its in-flight count when the
+        // stream ends, in one shared-data update instead of two: its headers come after
+        // the engine finished, so only the answer's transfer is counted on a little
+        // longer.
+        let pending = if first_token { routed.pending_prefill_tokens.take() } else { None };
+        if let Some(tokens) = pending {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
                 router.prefill_done(routed.counted_on, tokens, &mut self.shared.ledger());
                 if first_token && routed.served_ok_by.is_some() {
@@ -238,7 +262,7 @@ impl FrontRole for RouterRequest {
         }
         // The config of the snapshot the decision will use: flow control may be on.
         let mut router = self.shared.router.try_borrow_mut().ok()?;
-        self.shared.refresh_snapshot(&mut router, self.shared.host.now_unix_ms());
+        self.refresh(&mut router, self.shared.host.now_unix_ms());
         (!router.config().flow_control.enabled).then(|| self.shared.metrics.early.clone())
     }
 

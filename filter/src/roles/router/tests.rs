@@ -4,7 +4,7 @@ use infergate_core::wire::{header, queue, shared_data};
 use crate::host::events::Flow;
 use crate::host::fake::{Stream, take_logs};
 use crate::roles::router::peers::FLUSH_PERIOD_MS;
-use crate::shared::words;
+use crate::shared::pod_loads::PodLoads;
 use crate::test_support::{Gateway, PODS, chat, idle, pod, snapshot};
 
 /// A prompt long enough that its blocks decide (about 1,000 tokens).
@@ -13,8 +13,7 @@ fn long_prompt(seed: &str) -> String {
 }
 
 fn in_flight(gateway: &Gateway, address: &str) -> u64 {
-    let key = format!("{}{}", shared_data::LOAD_PREFIX, pod(address));
-    words::read(&*gateway.routers[0].host, &key).0
+    u64::from(PodLoads::read(&*gateway.routers[0].host).get(pod(address)).in_flight)
 }
 
 #[test]
