@@ -1,7 +1,9 @@
 //! The simulated pods, in this process on real loopback sockets.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::response::IntoResponse;
 use infergate_model_sim::engine::EngineProfile;
@@ -12,7 +14,16 @@ use tokio::sync::Notify;
 pub struct Fleet {
     pub pods: Vec<SocketAddr>,
     stop: Arc<Notify>,
+    /// When each instant pod got the headers of a request that carried
+    /// [`ARRIVAL_HEADER`], by its value.
+    arrivals: Arrivals,
 }
+
+type Arrivals = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// A request with this header has the moment an instant pod got its headers (before
+/// its body) noted under the header's value, for [`Fleet::arrival`].
+pub const ARRIVAL_HEADER: &str = "x-bench-request-id";
 
 impl Fleet {
     pub async fn start(count: usize, profile: EngineProfile, time_scale: f64, adapters: &[String]) -> Self {
@@ -42,7 +53,7 @@ impl Fleet {
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
             pods.push(address);
         }
-        Self { pods, stop }
+        Self { pods, stop, arrivals: Arrivals::default() }
     }
 }
 
@@ -60,21 +71,30 @@ impl Fleet {
     /// minute), to hold many streams open at once.
     pub async fn start_instant(count: usize) -> Self {
         let stop = Arc::new(Notify::new());
+        let arrivals = Arrivals::default();
         let mut pods = Vec::new();
         for _ in 0..count {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
             let served_by = address.to_string();
+            let noted = Arc::clone(&arrivals);
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(|| async { IDLE_VLLM_METRICS }))
-                .fallback(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                .fallback(move |request: axum::extract::Request| {
                     let served_by = served_by.clone();
+                    let headers = request.headers();
+                    if let Some(id) = headers.get(ARRIVAL_HEADER).and_then(|v| v.to_str().ok()) {
+                        if let Ok(mut arrivals) = noted.lock() {
+                            arrivals.insert(id.to_string(), Instant::now());
+                        }
+                    }
                     let hold_ms = headers
                         .get(HOLD_HEADER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.parse::<u64>().ok())
                         .map_or(0, |ms| ms.min(60_000));
                     async move {
+                        let body = axum::body::to_bytes(request.into_body(), usize::MAX).await.unwrap_or_default();
                         if hold_ms > 0 {
                             tokio::time::sleep(std::time::Duration::from_millis(hold_ms)).await;
                         }
@@ -93,14 +113,20 @@ impl Fleet {
             });
             pods.push(address);
         }
-        Self { pods, stop }
+        Self { pods, stop, arrivals }
+    }
+
+    /// When an instant pod got the headers of the request whose [`ARRIVAL_HEADER`] was
+    /// `id`, taken out of the record.
+    pub fn arrival(&self, id: &str) -> Option<Instant> {
+        self.arrivals.lock().ok()?.remove(id)
     }
 }
 
 impl Fleet {
     /// Pods this harness did not start (real engines): only their addresses.
     pub fn external(pods: Vec<SocketAddr>) -> Self {
-        Self { pods, stop: Arc::new(Notify::new()) }
+        Self { pods, stop: Arc::new(Notify::new()), arrivals: Arrivals::default() }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use infergate_bench::cli;
 use infergate_bench::datapath::paced::Pace;
-use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways, Options};
+use infergate_bench::datapath::{self, BODY_SIZES, CONCURRENCY, Gateways, KeyOrder, Options};
 use infergate_core::config::PrefixSettings;
 
 /// Measures what the in-proxy routing decision costs per request.
@@ -28,8 +28,9 @@ struct Args {
     /// Concurrencies (comma-separated); default 1, 32, 150.
     #[arg(long, value_delimiter = ',')]
     concurrency: Vec<usize>,
-    /// Requests per body size uploaded at a bounded pace (64 KiB every 2 ms), one at a
-    /// time, timed from their last byte to the answer's first; 0 skips them.
+    /// Requests per body size and key order uploaded at a bounded pace (64 KiB every
+    /// 2 ms), one at a time, timed from their last byte to the pod's receipt and to the
+    /// answer's first byte; 0 skips them.
     #[arg(long, default_value_t = 40)]
     paced_requests: u64,
     /// Concurrent stream counts to ramp through, each gateway in turn (comma-separated;
@@ -98,10 +99,12 @@ fn main() -> ExitCode {
         let pace = Pace { piece: 64 * 1024, pause: Duration::from_millis(2) };
         let mut paced = Vec::new();
         for &body in bodies.iter().filter(|_| args.paced_requests > 0) {
-            for (name, stack) in gateways.each() {
-                let cell = datapath::paced::measure(stack, name, body, pace, args.paced_requests).await;
-                eprintln!("{cell:?}");
-                paced.push(cell);
+            for order in [KeyOrder::ModelFirst, KeyOrder::ModelLast] {
+                for (name, stack) in gateways.each() {
+                    let cell = datapath::paced::measure(stack, name, body, order, pace, args.paced_requests).await;
+                    eprintln!("{cell:?}");
+                    paced.push(cell);
+                }
             }
         }
         let hold = Duration::from_millis(args.hold_ms);
@@ -115,9 +118,9 @@ fn main() -> ExitCode {
         }
         let ramp = if ramp.is_empty() { String::new() } else { datapath::streams::markdown(&ramp, hold) };
         let footprint = datapath::footprint(&gateways, &floor_wasm, decodes_before, since).await;
-        let paced = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
+        let paced_text = if paced.is_empty() { String::new() } else { datapath::paced::markdown(&paced, pace) };
         let text = format!(
-            "{}\n{paced}\n{ramp}\nMemory after the run:\n\n{}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: B {} bytes, F {} bytes\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
+            "{}\n{paced_text}\n{ramp}\nMemory after the run:\n\n{}\n- {pinned}\n- B and C route before the body ends: {}; hash up to {} prefix blocks\n- `.wasm`: B {} bytes, F {} bytes\n- snapshots decoded in B during the run: {} ({:.1} per second, both workers together)\n",
             datapath::markdown(&cells),
             datapath::footprint_markdown(&footprint),
             args.early_decision,
@@ -127,7 +130,7 @@ fn main() -> ExitCode {
             footprint.snapshot_decodes,
             footprint.snapshot_decodes_per_s
         );
-        (text, datapath::json(&cells, &footprint))
+        (text, datapath::json(&cells, &paced, &footprint))
     });
     let (report, json) = report;
     if let Err(e) =

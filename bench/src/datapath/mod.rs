@@ -135,12 +135,43 @@ pub fn pin_process(pid: u32, cpu: usize) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("taskset failed for pid {pid}")) }
 }
 
+/// Where a body puts `model`: first, as most clients write it, or after `messages`, as
+/// the OpenAI Python SDK does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum KeyOrder {
+    ModelFirst,
+    ModelLast,
+}
+
+impl KeyOrder {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::ModelFirst => "`model` first",
+            Self::ModelLast => "`model` last",
+        }
+    }
+}
+
 /// A chat body of about `size` bytes whose prompt starts with a number unique to the
 /// request, so that no two requests share a prefix block (the worst case for hashing).
 pub fn chat_body(size: usize, sequence: u64) -> Vec<u8> {
-    let head =
-        format!("{{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"{sequence:016} ");
-    let tail = "\"}]}";
+    chat_body_in(size, sequence, KeyOrder::ModelFirst)
+}
+
+/// [`chat_body`] with `model` where `order` puts it.
+pub fn chat_body_in(size: usize, sequence: u64, order: KeyOrder) -> Vec<u8> {
+    let (head, tail) = match order {
+        KeyOrder::ModelFirst => (
+            format!(
+                "{{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"{sequence:016} "
+            ),
+            "\"}]}",
+        ),
+        KeyOrder::ModelLast => (
+            format!("{{\"max_tokens\":1,\"messages\":[{{\"role\":\"user\",\"content\":\"{sequence:016} "),
+            "\"}],\"model\":\"m\"}",
+        ),
+    };
     let filler = size.saturating_sub(head.len() + tail.len());
     let words = b"the quick brown fox jumps over the lazy dog ";
     let mut body = Vec::with_capacity(size);
@@ -314,9 +345,10 @@ pub async fn footprint(
     }
 }
 
-/// The run's data as `results.json`: one object per cell, one per gateway's memory.
-pub fn json(cells: &[Cell], footprint: &Footprint) -> String {
-    serde_json::to_string_pretty(&serde_json::json!({"cells": cells, "footprint": footprint}))
+/// The run's data as `results.json`: one object per closed-loop cell, per paced cell
+/// and per gateway's memory.
+pub fn json(cells: &[Cell], paced: &[paced::PacedCell], footprint: &Footprint) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({"cells": cells, "paced": paced, "footprint": footprint}))
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
