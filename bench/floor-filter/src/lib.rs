@@ -11,7 +11,10 @@
 //!
 //! It takes the infergate router role's plugin configuration, as rendered for the
 //! filter, and reads from it only the first pool's name and pods. Other roles (the
-//! control listener's filter, the singleton) get a filter that does nothing. Once a
+//! control listener's filter, the singleton) get a filter that does nothing. Built with
+//! the `scan` feature, it also feeds each chunk to infergate's request scanner (the
+//! body's JSON checked, its prompt rendered and hashed) and finishes it at the end:
+//! the scanner's cost in Envoy's V8, apart from the rest of the filter. Once a
 //! second, off the request path, each router VM adds its linear memory's growth to the
 //! gauge the infergate filter keeps, `infergate.vm.memory_bytes`, so that the bench reads
 //! both alike. Bench only: it is not built by `make wasm` and never ships.
@@ -113,7 +116,7 @@ impl RootContext for Floor {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Request { route: self.route.clone(), read: 0 }))
+        Some(Box::new(Request::new(self.route.clone())))
     }
 }
 
@@ -122,6 +125,37 @@ struct Request {
     route: Option<Rc<Route>>,
     /// Body bytes read so far.
     read: usize,
+    #[cfg(feature = "scan")]
+    scanner: Option<infergate_core::request::RequestScanner>,
+}
+
+impl Request {
+    fn new(route: Option<Rc<Route>>) -> Self {
+        Self {
+            route,
+            read: 0,
+            #[cfg(feature = "scan")]
+            scanner: Some(infergate_core::request::RequestScanner::new(
+                &infergate_core::config::PrefixSettings::default(),
+            )),
+        }
+    }
+
+    /// With the `scan` feature, the scanner reads `chunk`, and finishes at the end.
+    #[cfg_attr(not(feature = "scan"), allow(unused_variables, clippy::unused_self))]
+    fn scan(&mut self, chunk: Option<&[u8]>, end_of_stream: bool) {
+        #[cfg(feature = "scan")]
+        {
+            if let (Some(scanner), Some(chunk)) = (self.scanner.as_mut(), chunk) {
+                scanner.feed(chunk);
+            }
+            if end_of_stream {
+                if let Some(scanner) = self.scanner.take() {
+                    std::hint::black_box(scanner.finish());
+                }
+            }
+        }
+    }
 }
 
 impl Context for Request {}
@@ -142,6 +176,7 @@ impl HttpContext for Request {
         let Some(route) = self.route.clone() else { return Action::Continue };
         let new = body_size.saturating_sub(self.read);
         let chunk = hostcalls::get_buffer(BufferType::HttpRequestBody, self.read, new).ok().flatten();
+        self.scan(chunk.as_deref(), end_of_stream);
         std::hint::black_box(chunk);
         self.read = body_size;
         if !end_of_stream {
