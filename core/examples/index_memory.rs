@@ -1,7 +1,8 @@
 //! What the router's state holds in memory once its prefix index is full: 8 pods, every
 //! request a unique prompt (the data-path bench's worst case), routed and recorded
 //! until each pod's capacity has turned over several times. Counts the heap with a
-//! counting allocator: what it holds at the end and its peak. Pods that do not report
+//! counting allocator: what it holds at the end and its peak; and times `route()` over
+//! the second half, where each new key is an insertion and an eviction. Pods that do not report
 //! their KV size (the bench's instant pods) get `prefix.default_blocks_per_pod`; with
 //! `--kv`, each reports an H100's FP8 cache (853,568 tokens).
 //!
@@ -87,11 +88,17 @@ fn main() {
     // Each pod's capacity in 64-byte blocks, turned over four times.
     let capacity_blocks = if kv { 53_348 * 16 * 4 / 64 } else { prefix.default_blocks_per_pod as usize };
     let requests = 4 * capacity_blocks * usize::from(PODS) * 64 / (kib * 1024);
+    let mut timed = std::time::Duration::ZERO;
     for i in 0..requests {
         let request = InferenceRequest::of_text("m", &text(i as u64, kib * 1024), &prefix);
+        let start = std::time::Instant::now();
         let Ok(decision) = router.route(&request, 1_050 + i as u64, &mut ledger) else { return };
+        if i >= requests / 2 {
+            timed += start.elapsed();
+        }
         router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut ledger);
     }
+    eprintln!("route() with the index full, second half: {:.1} us", timed.as_secs_f64() * 1e6 / (requests / 2) as f64);
     let held = HELD.load(Ordering::Relaxed).saturating_sub(before);
     let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
     let blocks = capacity_blocks * usize::from(PODS);
