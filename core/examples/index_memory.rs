@@ -10,15 +10,16 @@
 //! FILE.wasm`), where pointers are half as wide, as in the filter:
 //! `cargo run --release -p infergate-core --example index_memory -- [KIB] [--kv]`.
 
+mod fleet;
+
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use infergate_core::config::{PrefixSettings, RoutingConfig};
-use infergate_core::endpoint::Endpoint;
+use fleet::{H100_FP8_KV_BLOCKS, PODS, text};
+use infergate_core::config::PrefixSettings;
 use infergate_core::request::InferenceRequest;
-use infergate_core::router::{LocalLedger, Router};
-use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+use infergate_core::router::LocalLedger;
+use infergate_core::snapshot::PodSignals;
 
 struct Counting;
 
@@ -41,17 +42,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-const PODS: u8 = 8;
-
-fn pods() -> Vec<Endpoint> {
-    (0..PODS).map(|i| Endpoint::new(SocketAddr::from(([10, 0, 0, i + 1], 8000)))).collect()
-}
-
-fn text(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    (0..len).map(|i| if i % 7 == 6 { b' ' } else { rng.lowercase() as u8 }).collect()
-}
-
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -61,32 +51,20 @@ fn main() {
     let kib: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(4);
     let kv = args.iter().any(|a| a == "--kv");
     let prefix = PrefixSettings::default();
-    let config = RoutingConfig::single_pool("fleet", pods(), "m");
-    let mut router = Router::new(config.clone(), 1);
-    let signals = PodSignals {
+    let mut router = fleet::router(&PodSignals {
         waiting: Some(0.0),
         running: Some(0.0),
         kv_cache_usage: Some(0.0),
-        num_gpu_blocks: kv.then_some(53_348),
+        num_gpu_blocks: kv.then_some(H100_FP8_KV_BLOCKS),
         block_size: kv.then_some(16),
         ..PodSignals::default()
-    };
-    let snapshot = Snapshot {
-        version: SNAPSHOT_VERSION,
-        sequence: 1,
-        created_at_ms: 1_000,
-        routing: config,
-        pools: vec![PoolState {
-            name: "fleet".into(),
-            pods: pods().into_iter().map(|pod| PodState::scraped(pod, 1_000, signals.clone())).collect(),
-        }],
-        peers: Default::default(),
-    };
+    });
     let mut ledger = LocalLedger::default();
-    router.apply_snapshot(snapshot, &ledger);
     let before = HELD.load(Ordering::Relaxed);
-    // Each pod's capacity in 64-byte blocks, turned over four times.
-    let capacity_blocks = if kv { 53_348 * 16 * 4 / 64 } else { prefix.default_blocks_per_pod as usize };
+    // Each pod's capacity in 64-character blocks (16 tokens of 4 characters, as the
+    // router counts until it learns a pool's ratio), turned over four times below.
+    let capacity_blocks =
+        if kv { H100_FP8_KV_BLOCKS as usize * 16 * 4 / 64 } else { prefix.default_blocks_per_pod as usize };
     let requests = 4 * capacity_blocks * usize::from(PODS) * 64 / (kib * 1024);
     let mut timed = std::time::Duration::ZERO;
     for i in 0..requests {

@@ -8,52 +8,26 @@
 //! Run natively, or for wasm32-wasip1 under Node's V8 (`node scripts/wasi-runner.mjs
 //! FILE.wasm`) to see what the filter pays in the engine Envoy embeds.
 
-use std::net::SocketAddr;
+mod fleet;
+
 use std::time::Instant;
 
-use infergate_core::config::{PrefixSettings, RoutingConfig};
-use infergate_core::endpoint::Endpoint;
+use fleet::{H100_FP8_KV_BLOCKS, PODS, pods, text};
+use infergate_core::config::PrefixSettings;
 use infergate_core::prefix::PromptHashes;
 use infergate_core::request::{InferenceRequest, RequestScanner, ScanOutcome};
 use infergate_core::router::{LocalLedger, Router};
-use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
-
-const PODS: u8 = 8;
-
-/// `len` bytes of lowercase text from `seed`.
-fn text(seed: u64, len: usize) -> Vec<u8> {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    (0..len).map(|i| if i % 7 == 6 { b' ' } else { rng.lowercase() as u8 }).collect()
-}
-
-fn pods() -> Vec<Endpoint> {
-    (0..PODS).map(|i| Endpoint::new(SocketAddr::from(([10, 0, 0, i + 1], 8000)))).collect()
-}
+use infergate_core::snapshot::PodSignals;
 
 fn router() -> Router {
-    let config = RoutingConfig::single_pool("fleet", pods(), "m");
-    let mut router = Router::new(config.clone(), 1);
-    let signals = PodSignals {
+    fleet::router(&PodSignals {
         waiting: Some(0.0),
         running: Some(1.0),
         kv_cache_usage: Some(0.3),
-        num_gpu_blocks: Some(53_348),
+        num_gpu_blocks: Some(H100_FP8_KV_BLOCKS),
         block_size: Some(16),
         ..PodSignals::default()
-    };
-    let snapshot = Snapshot {
-        version: SNAPSHOT_VERSION,
-        sequence: 1,
-        created_at_ms: 1_000,
-        routing: config,
-        pools: vec![PoolState {
-            name: "fleet".into(),
-            pods: pods().into_iter().map(|pod| PodState::scraped(pod, 1_000, signals.clone())).collect(),
-        }],
-        peers: Default::default(),
-    };
-    router.apply_snapshot(snapshot, &LocalLedger::default());
-    router
+    })
 }
 
 fn request(prefix: &PrefixSettings, shared: &[u8], own: u64, len: usize) -> InferenceRequest {

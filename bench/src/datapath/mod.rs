@@ -313,9 +313,6 @@ pub struct Footprint {
     pub snapshot_decodes_per_s: f64,
 }
 
-/// Envoy's worker threads in every gateway here.
-const WORKERS: u32 = 2;
-
 pub async fn footprint(
     gateways: &Gateways,
     floor_wasm: &std::path::Path,
@@ -332,7 +329,7 @@ pub async fn footprint(
             envoy_rss_mib: stack.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
             picker_rss_mib: stack.picker.as_ref().and_then(|p| rss_mib(p.pid())),
             vm_memory_bytes: if wasm { stack.stat("infergate.vm.memory_bytes").await } else { None },
-            workers: WORKERS,
+            workers: StackSpec::default().envoy_concurrency,
         });
     }
     let size = |path: &std::path::Path| std::fs::metadata(path).map_or(0, |m| m.len());
