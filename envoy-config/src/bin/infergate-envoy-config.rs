@@ -37,7 +37,7 @@ enum Target {
 /// For plain Envoy (the default), the bootstrap; validate it with
 /// `envoy --mode validate -c OUT`. For the global router (tier 2), its bootstrap from an
 /// infergate-global.yaml. For Envoy Gateway or Istio, the manifests to
-/// `kubectl apply`; the README's "Deploy" section says what each one does.
+/// `kubectl apply`; docs/deploy.md says what each one does.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
