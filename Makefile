@@ -75,6 +75,7 @@ llamacpp: ## build llama.cpp's llama-server (CPU) and fetch its test model (engi
 test: setup wasm build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
+	$(PYTHON) scripts/check-links.py
 	scripts/fuzz.sh 30
 
 # Integration tests (`<crate>/tests/*.rs`) that need what test-fast does not set up;
@@ -94,11 +95,13 @@ FAST_TESTS = $(filter-out tests/% fuzz/% $(NEEDS_ENVOY),$(wildcard */tests/*.rs)
 SHELLCHECK_TEST := run_sh_is_shellcheck_clean_and_applies_only_validated_files
 SHELLCHECK_SKIP = $(if $(shell command -v shellcheck),,--skip $(SHELLCHECK_TEST))
 
-test-fast: ## unit and offline tests of every crate, core also under Node: no Envoy, no wasm build (under a minute once built)
+test-fast: ## unit and offline tests of every crate, core also under Node, and every Markdown link: no Envoy, no wasm build (under a minute once built)
 	$(if $(SHELLCHECK_SKIP),@echo "shellcheck is not installed: skipping kind-test's check of run.sh (make test runs it)")
 	cargo test --locked --no-fail-fast --workspace --exclude infergate-e2e --lib --bins \
 	  $(foreach test,$(FAST_TESTS),--test $(basename $(notdir $(test)))) -- $(SHELLCHECK_SKIP)
 	$(MAKE) --no-print-directory test-core-wasm
+	$(PYTHON) scripts/check-links.py --self-test
+	$(PYTHON) scripts/check-links.py
 
 test-vllm: setup wasm build vllm ## only the real-engine end-to-end tests
 	cargo test --locked -p infergate-e2e --test real_engines -- --nocapture
