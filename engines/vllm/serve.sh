@@ -15,6 +15,11 @@
 # tokens (about three full-length requests), eager mode (no torch.compile,
 # quicker start), prefix caching on, cached-token counts in `usage`.
 #
+# Tool calls (OpenAI `tools`, as agents send them): the model's own chat template
+# renders no tools, so the pod uses smollm2-tools.jinja beside this script (the same
+# prompt without tools; with tools, SmolLM2's <tool_call>[...]</tool_call> format)
+# and vLLM's `xlam` parser, which reads that format. README.md says why.
+#
 # Environment (all optional):
 #   VLLM_VENV          venv made by setup.sh  (default: <repo>/.venv-vllm)
 #   VLLM_MODEL_DIR     converted model        (default: <repo>/.cache/models/smollm2-135m-instruct)
@@ -36,7 +41,8 @@ fi
 port=$1
 shift
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
 venv=${VLLM_VENV:-$repo/.venv-vllm}
 model=${VLLM_MODEL_DIR:-$repo/.cache/models/smollm2-135m-instruct}
 lora_dir=${VLLM_LORA_DIR:-$repo/.cache/models/smollm2-lora-ad1}
@@ -87,5 +93,8 @@ exec "$venv/bin/python" -W ignore::DeprecationWarning -m vllm.entrypoints.openai
     --enable-prefix-caching \
     --enable-prompt-tokens-details \
     --disable-uvicorn-access-log \
+    --chat-template "$here/smollm2-tools.jinja" \
+    --enable-auto-tool-choice --tool-call-parser xlam \
+    --exclude-tools-when-tool-choice-none \
     "${lora_args[@]}" \
     "$@"
