@@ -1,6 +1,7 @@
 //! The gateway in front of two real vLLM pods (CPU, SmolLM2-135M, `make vllm`): routing
 //! on the engines' own metrics as they move, real prefix-cache hits, streams with usage,
-//! the engines' own errors, a LoRA adapter, an agent restart and a pod killed mid-stream.
+//! tool calls as agents send them, the engines' own errors, a LoRA adapter, an agent
+//! restart and a pod killed mid-stream.
 //!
 //! One test, in steps, because each pod takes 30-70 s to start and 3.5 GiB: the steps
 //! share the pods and run in the order that leaves them usable (the kill is last).
@@ -11,7 +12,7 @@ use infergate_core::config::Engine;
 use infergate_e2e::engine_stack::{BusySeries, EngineStack, chosen, sse_events, wait_all_ready, words};
 use infergate_e2e::engines::{VllmPod, vllm_installed};
 use infergate_e2e::{ModelSpec, Stack, StackSpec};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const MODEL: &str = "smollm2";
 const ADAPTER: &str = "ad1";
@@ -47,6 +48,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
     let mut engines = EngineStack { stack, pods, client, busy: BUSY };
 
     answers_and_streams_with_usage(&engines).await;
+    serves_tool_calls(&engines).await;
     avoids_the_pod_kept_busy(&engines).await;
     sends_a_shared_prefix_to_the_pod_that_caches_it(&engines).await;
     passes_the_engines_errors_through(&engines).await;
@@ -77,6 +79,161 @@ async fn answers_and_streams_with_usage(engines: &EngineStack) {
     let observed = engines.stack.stat("infergate.pool.smollm2.decisions").await.unwrap_or(0);
     assert!(observed >= 2, "decisions counted: {observed}");
     assert!(engines.stack.stat("infergate.decisions.signals").await.unwrap_or(0) >= 1, "routed on real signals");
+}
+
+/// The function the tool requests offer: one JSON-schema parameter.
+const TOOL: &str = "get_weather";
+/// A question that calls for [`TOOL`].
+const TOOL_PROMPT: &str = "What is the weather in Paris? Use the get_weather tool.";
+
+/// A chat request with [`TOOL`] and `tool_choice`, greedy, streamed or not; `extra`
+/// fields are added to it.
+fn tool_request(tool_choice: Value, stream: bool, extra: Value) -> String {
+    let mut body = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": TOOL_PROMPT}],
+        "tools": [{"type": "function", "function": {
+            "name": TOOL,
+            "description": "Get the current weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}},
+                "required": ["city"]},
+        }}],
+        "tool_choice": tool_choice,
+        "temperature": 0,
+        "max_tokens": 48,
+        "stream": stream,
+    });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    body.to_string()
+}
+
+/// The assistant's answer to a chat request, from the JSON body or put together from
+/// the stream's deltas as an OpenAI client does.
+#[derive(Debug, Default)]
+struct Answer {
+    content: String,
+    /// (name, arguments) of each tool call, in index order.
+    calls: Vec<(String, String)>,
+    finish_reason: String,
+}
+
+impl Answer {
+    fn of(reply: &infergate_e2e::Reply, stream: bool) -> Self {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if !stream {
+            let body = reply.json();
+            let choice = &body["choices"][0];
+            assert_eq!(choice["message"]["role"], "assistant", "{}", reply.body);
+            let calls = choice["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+            return Self {
+                content: choice["message"]["content"].as_str().unwrap_or_default().to_string(),
+                calls: calls
+                    .iter()
+                    .map(|call| {
+                        assert_eq!(call["type"], "function", "{}", reply.body);
+                        assert!(call["id"].as_str().is_some_and(|id| !id.is_empty()), "{}", reply.body);
+                        let function = &call["function"];
+                        (text(&function["name"]), text(&function["arguments"]))
+                    })
+                    .collect(),
+                finish_reason: text(&choice["finish_reason"]),
+            };
+        }
+        assert!(reply.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")));
+        assert!(reply.body.trim_end().ends_with("data: [DONE]"), "{}", reply.body);
+        let mut answer = Self::default();
+        for event in sse_events(&reply.body) {
+            let Some(choice) = event["choices"].get(0) else { continue };
+            let delta = &choice["delta"];
+            answer.content.push_str(delta["content"].as_str().unwrap_or_default());
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = call["index"].as_u64().expect("a tool call delta's index") as usize;
+                if answer.calls.len() <= index {
+                    answer.calls.resize(index + 1, Default::default());
+                }
+                let function = &call["function"];
+                answer.calls[index].0.push_str(function["name"].as_str().unwrap_or_default());
+                answer.calls[index].1.push_str(function["arguments"].as_str().unwrap_or_default());
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                answer.finish_reason = reason.to_string();
+            }
+        }
+        answer
+    }
+
+    /// The one call's arguments, which must be a call of [`TOOL`] with a JSON object.
+    fn one_call(&self) -> Value {
+        assert_eq!(self.calls.len(), 1, "{self:?}");
+        let (name, arguments) = &self.calls[0];
+        assert_eq!(name, TOOL, "{self:?}");
+        let arguments: Value = serde_json::from_str(arguments).unwrap_or_else(|e| panic!("{e}: {self:?}"));
+        assert!(arguments.is_object(), "{self:?}");
+        arguments
+    }
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_string()
+}
+
+/// Agents' tool calls through the gateway (engines/vllm/smollm2-tools.jinja and the
+/// `xlam` parser): a named `tool_choice` is held to the function's schema by vLLM; with
+/// `auto` the 135M model answers in text (every run here), which is asserted only to
+/// be a well-formed answer of either kind; and an answer held to the template's
+/// `<tool_call>[...]` format checks that the parser reads what the template asks for.
+async fn serves_tool_calls(engines: &EngineStack) {
+    // Without tools, the template renders the prompt the model's own template renders.
+    let pod = format!("http://{}/tokenize", engines.pods[0].address);
+    let tokens = |body: Value| {
+        let request = engines.client.post(&pod).json(&body).send();
+        async move { request.await.expect("the pod answers").json::<Value>().await.expect("JSON")["tokens"].clone() }
+    };
+    let messages = json!([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Bye"}]);
+    let rendered = tokens(json!({"model": MODEL, "messages": messages, "add_generation_prompt": true})).await;
+    let own = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+        <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n\
+        <|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n";
+    let expected = tokens(json!({"model": MODEL, "prompt": own, "add_special_tokens": false})).await;
+    assert!(rendered.as_array().is_some_and(|t| !t.is_empty()), "{rendered}");
+    assert_eq!(rendered, expected);
+
+    let named = json!({"type": "function", "function": {"name": TOOL}});
+    // The template's own format, as a model that calls the tool writes it.
+    let held = json!({"structured_outputs": {"choice": [
+        format!("<tool_call>[{{\"name\": \"{TOOL}\", \"arguments\": {{\"city\": \"Paris\"}}}}]</tool_call>")
+    ]}});
+    for stream in [false, true] {
+        let reply =
+            engines.stack.post("/v1/chat/completions", tool_request(json!("auto"), stream, json!({})), &[]).await;
+        assert!(reply.header("x-infergate-decision").is_some_and(|d| d.contains("pool=smollm2")));
+        let answer = Answer::of(&reply, stream);
+        eprintln!("tool_choice auto, stream {stream}: {answer:?}");
+        if answer.calls.is_empty() {
+            assert!(!answer.content.trim().is_empty(), "stream {stream}: {answer:?}");
+            assert!(["stop", "length"].contains(&answer.finish_reason.as_str()), "stream {stream}: {answer:?}");
+        } else {
+            for (name, arguments) in &answer.calls {
+                assert_eq!(name, TOOL, "stream {stream}: {answer:?}");
+                assert!(serde_json::from_str::<Value>(arguments).is_ok(), "stream {stream}: {answer:?}");
+            }
+            assert_eq!(answer.finish_reason, "tool_calls", "stream {stream}: {answer:?}");
+        }
+
+        let reply =
+            engines.stack.post("/v1/chat/completions", tool_request(named.clone(), stream, json!({})), &[]).await;
+        let answer = Answer::of(&reply, stream);
+        assert_eq!(answer.one_call()["city"], "Paris", "stream {stream}: {answer:?}");
+
+        let reply =
+            engines.stack.post("/v1/chat/completions", tool_request(json!("auto"), stream, held.clone()), &[]).await;
+        let answer = Answer::of(&reply, stream);
+        assert_eq!(answer.one_call(), json!({"city": "Paris"}), "stream {stream}: {answer:?}");
+        assert_eq!(answer.finish_reason, "tool_calls", "stream {stream}: {answer:?}");
+    }
 }
 
 async fn avoids_the_pod_kept_busy(engines: &EngineStack) {
