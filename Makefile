@@ -76,6 +76,7 @@ test: setup wasm build vllm ## run every test: unit, config validation and end t
 	cargo test --locked --workspace
 	$(MAKE) --no-print-directory test-core-wasm
 	$(PYTHON) scripts/check-links.py
+	$(PYTHON) scripts/bench-tables.py --check
 	scripts/fuzz.sh 30
 
 # Integration tests (`<crate>/tests/*.rs`) that need what test-fast does not set up;
@@ -102,6 +103,7 @@ test-fast: ## unit and offline tests of every crate, core also under Node, and e
 	$(MAKE) --no-print-directory test-core-wasm
 	$(PYTHON) scripts/check-links.py --self-test
 	$(PYTHON) scripts/check-links.py
+	$(PYTHON) scripts/bench-tables.py --check
 
 test-vllm: setup wasm build vllm ## only the real-engine end-to-end tests
 	cargo test --locked -p infergate-e2e --test real_engines -- --nocapture
@@ -248,6 +250,9 @@ bench-flow: ## flow control: tenants and priorities through a minute of overload
 # Plain Envoy, Envoy with the filter and Envoy calling infergate-epp over ext_proc,
 # near-instant pods, 1 KiB to 1 MiB bodies at concurrency 1, 32 and 150, paced uploads;
 # then the criterion micro-benchmarks of the hot path.
+bench-tables: ## copy BENCHMARKS.md's marked tables from the benchmarks' reports under bench/results/
+	$(PYTHON) scripts/bench-tables.py
+
 bench-datapath: setup wasm ## plain Envoy, a do-nothing Wasm filter, the filter and infergate-epp over ext_proc, per request; micro-benchmarks
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	cargo build --locked -p infergate-floor-filter --target wasm32-wasip1 --profile wasm
