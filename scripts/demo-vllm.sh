@@ -113,6 +113,11 @@ Try:
   curl -sN http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\
     -d '{"model":"smollm2","messages":[{"role":"user","content":"Name three colours."}],"max_tokens":32,"stream":true,"stream_options":{"include_usage":true}}'
 
+  A tool call, as agents send it (OpenAI tools; "required" or a named tool_choice gives
+  a call; with "auto" this 135M model answers in text; engines/vllm/README.md says why):
+  curl -s http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{"model":"smollm2","messages":[{"role":"user","content":"What is the weather in Paris?"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]}'
+
   The LoRA adapter ad1 (random weights: its text is not meant to read well); while it
   runs on a pod, the next ad1 request is ranked there (adapter=Running, no load cost):
   curl -si http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\
