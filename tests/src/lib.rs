@@ -2,7 +2,7 @@
 //! `infergate-harness` (a simulated fleet on real sockets, real Envoy with the built
 //! filter, the real metrics-agent binary), re-exported so that the tests name one crate,
 //! and what only the tests use: the global router and its rate limiter, a fake
-//! Kubernetes API server, and listeners in a watched file.
+//! Kubernetes API server, listeners in a watched file, and a real Prometheus.
 //!
 //! Nothing is skipped: if Envoy, the `.wasm` or a binary is missing, the test fails and
 //! says which `make` target provides it.
@@ -11,6 +11,7 @@
 pub mod global_router;
 pub mod kube_api;
 pub mod listener_file;
+pub mod prometheus;
 
 pub use infergate_harness::{BootstrapWriter, ModelSpec, Reply, Stack, StackSpec, chat_body};
 pub use infergate_harness::{artifacts, client, engine_stack, engines, favoured, fleet, procfs, soak, stack, upload};
