@@ -80,7 +80,7 @@ async fn the_picker_routes_on_the_agents_snapshots_through_ext_proc() {
         .await;
     let (status, answer) = upload.finish().await;
     assert_eq!(status, 400, "{answer}");
-    assert!(answer.contains("duplicate field `model`"), "{answer}");
+    assert!(answer.contains("the key 'model' twice"), "{answer}");
     assert!(!answer.contains("x-infergate-served-by"), "a pod answered: {answer}");
     assert_eq!(stack.picker_metric("infergate_epp_early_refused_total").await, Some(1));
     assert_eq!(stack.chat("m", 1).await.status, 200, "the gateway still serves");

@@ -72,15 +72,15 @@ fn cases() -> Vec<Case> {
             ok("invalid_json"),
         ),
         case("a lone surrogate escape", r#"{"model":"\ud800"}"#, 400, ok("invalid_json")),
-        case("10,000 levels deep in messages", deep_messages, 400, ok("invalid_json")),
+        case("10,000 levels deep in messages", deep_messages, 400, ok("invalid_type")),
         case("NaN literal", r#"{"model":"m","temperature":NaN}"#, 400, ok("invalid_json")),
         // The model field.
-        case("missing model", r#"{"messages":[]}"#, 400, ok("missing_model")),
-        case("model a number", r#"{"model":42}"#, 400, ok("invalid_model")),
-        case("model null", r#"{"model":null}"#, 400, ok("invalid_model")),
-        case("model an array", r#"{"model":["m"]}"#, 400, ok("invalid_model")),
-        case("model an object", r#"{"model":{"name":"m"}}"#, 400, ok("invalid_model")),
-        case("model a boolean", r#"{"model":true}"#, 400, ok("invalid_model")),
+        case("missing model", r#"{"messages":[]}"#, 400, ok("missing_required_parameter")),
+        case("model a number", r#"{"model":42}"#, 400, ok("invalid_type")),
+        case("model null", r#"{"model":null}"#, 400, ok("invalid_type")),
+        case("model an array", r#"{"model":["m"]}"#, 400, ok("invalid_type")),
+        case("model an object", r#"{"model":{"name":"m"}}"#, 400, ok("invalid_type")),
+        case("model a boolean", r#"{"model":true}"#, 400, ok("invalid_type")),
         case("model empty", r#"{"model":""}"#, 400, ok("invalid_model")),
         case("model over 256 bytes", format!(r#"{{"model":"{}"}}"#, "m".repeat(300)), 400, ok("invalid_model")),
         case("duplicate model key", r#"{"model":"m","model":"other"}"#, 400, ok("invalid_json")),
@@ -88,16 +88,21 @@ fn cases() -> Vec<Case> {
             "model only inside tools",
             r#"{"tools":[{"type":"function","function":{"name":"f","parameters":{"model":"m"}}}]}"#,
             400,
-            ok("missing_model"),
+            ok("missing_required_parameter"),
         ),
         case("CR/LF in the model", "{\"model\":\"m\\r\\nx-evil: 1\"}", 400, ok("invalid_model")),
         case("NUL in the model", r#"{"model":"m\u0000"}"#, 400, ok("invalid_model")),
         case("tab in the model", r#"{"model":"m\tx"}"#, 400, ok("invalid_model")),
         case("unknown model", r#"{"model":"nope"}"#, 404, ok("model_not_found")),
         case("escaped unknown model", r#"{"model":"llama\u002d3"}"#, 404, ok("model_not_found")),
-        case("stream a string", r#"{"model":"m","stream":"yes"}"#, 400, ok("invalid_json")),
-        case("stream a number", r#"{"model":"m","stream":1}"#, 400, ok("invalid_json")),
-        case("messages not an array", r#"{"model":"m","messages":"hi"}"#, 400, ok("invalid_json")),
+        case("stream a string", r#"{"model":"m","stream":"yes"}"#, 400, ok("invalid_type")),
+        case("stream a number", r#"{"model":"m","stream":1}"#, 400, ok("invalid_type")),
+        case("messages not an array", r#"{"model":"m","messages":"hi"}"#, 400, ok("invalid_type")),
+        case("a message not an object", r#"{"model":"m","messages":["hi"]}"#, 400, ok("invalid_type")),
+        case("a role not a string", r#"{"model":"m","messages":[{"role":1,"content":"x"}]}"#, 400, ok("invalid_type")),
+        case("max_tokens a string", r#"{"model":"m","max_tokens":"ten"}"#, 400, ok("invalid_type")),
+        case("max_tokens negative", r#"{"model":"m","max_tokens":-1}"#, 400, ok("integer_below_min_value")),
+        case("max_tokens past 2^32", r#"{"model":"m","max_tokens":4294967296}"#, 400, ok("integer_above_max_value")),
         // Sizes and framing.
         case("empty body", "", 400, ok("invalid_body")),
         case("one byte over the limit", body_of_size(LIMIT as usize + 1), 413, ok("request_too_large")),
@@ -124,6 +129,17 @@ fn cases() -> Vec<Case> {
             ..case("wrong content type", r#"{"model":"m","max_tokens":1}"#, 200, None)
         },
     ]
+}
+
+/// A refusal speaks JSON's words, never the gateway's language's: no Rust type names.
+fn assert_no_rust_words(name: &str, body: &str) {
+    let rust = ["u32", "u64", "usize", "i64", "bool", "struct", "enum", "Option", "Vec", "RawValue", "Cow", "sequence"];
+    let message = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{name}: no error message in {body}"));
+    let mut words = message.split(|c: char| !c.is_alphanumeric() && c != '_');
+    assert!(!words.any(|word| rust.contains(&word)), "{name}: {message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,6 +176,7 @@ async fn every_case_answered(ext_proc: bool) {
         match case.code {
             Some(code) => {
                 assert_eq!(reply.error_code(), code, "{name}: {}", reply.body);
+                assert_no_rust_words(name, &reply.body);
                 assert_eq!(reply.header("content-type"), Some("application/json"), "{name}");
                 assert!(reply.served_by().is_none(), "{name} must not reach a pod");
             }

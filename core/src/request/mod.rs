@@ -6,6 +6,7 @@ mod intake;
 mod model_field;
 mod prompt;
 mod scan;
+mod typed_fields;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -57,39 +58,47 @@ impl InferenceRequest {
     }
 }
 
+/// The fields the gateway reads; the typed ones are kept as their JSON text and checked
+/// by `typed_fields`, which words a refusal as OpenAI does.
 #[derive(Deserialize)]
 struct Body<'a> {
     #[serde(default, borrow)]
     model: ModelField<'a>,
-    #[serde(default)]
-    stream: Option<bool>,
     #[serde(default, borrow)]
-    messages: Option<Vec<prompt::Message<'a>>>,
+    stream: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    messages: Option<&'a RawValue>,
     #[serde(default, borrow)]
     tools: Option<&'a RawValue>,
     #[serde(default, borrow)]
     prompt: Option<&'a RawValue>,
-    #[serde(default)]
+    #[serde(default, borrow)]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    max_completion_tokens: Option<&'a RawValue>,
+}
+
+/// [`Body`]'s typed fields, checked.
+struct Fields<'a> {
+    model: ModelField<'a>,
+    stream: Option<bool>,
     max_tokens: Option<u32>,
-    #[serde(default)]
-    max_completion_tokens: Option<u32>,
 }
 
 /// Parses a complete request body, and hashes its prompt for prefix matching with
 /// `prefix`. Unknown fields are ignored (they belong to the model server); a duplicate
 /// `model` key is refused, because the server might read the other one.
 pub fn parse_request(body: &[u8], prefix: &PrefixSettings) -> Result<InferenceRequest, ApiError> {
-    let (parsed, rendered) = read_body(body)?;
+    let (fields, rendered) = read_body(body)?;
     let mut hasher = PromptHasher::new(prefix);
     hasher.tools.feed(&rendered.tools);
     hasher.messages.feed(&rendered.messages);
     hasher.prompt.feed(&rendered.prompt);
-    let max_tokens = parsed.max_completion_tokens.or(parsed.max_tokens);
-    into_request(parsed.model, parsed.stream, hasher.hashes(), rendered.len(), max_tokens)
+    into_request(fields.model, fields.stream, hasher.hashes(), rendered.len(), fields.max_tokens)
 }
 
 /// The body's fields, and its prompt rendered as the engine will see it.
-fn read_body(body: &[u8]) -> Result<(Body<'_>, prompt::Rendered), ApiError> {
+fn read_body(body: &[u8]) -> Result<(Fields<'_>, prompt::Rendered), ApiError> {
     if body.is_empty() {
         return Err(ApiError::invalid_request(
             "invalid_body",
@@ -106,27 +115,38 @@ fn read_body(body: &[u8]) -> Result<(Body<'_>, prompt::Rendered), ApiError> {
             format!("The request body is not valid UTF-8: invalid byte at offset {}.", e.valid_up_to()),
         )
     })?;
+    let kind = typed_fields::json_type(text.as_bytes());
+    // A valid value of another type is refused in words, not as the parser names the
+    // type it expected; an invalid one goes on to the parser, for the error's position.
+    if kind != "an object" && serde_json::from_str::<&RawValue>(text).is_ok() {
+        return Err(ApiError::invalid_request(
+            "invalid_json",
+            None,
+            format!("The request body must be a JSON object, but it is {kind}."),
+        ));
+    }
     // `from_slice` like every JSON read in this crate, so the `.wasm` holds one reader.
     let parsed: Body<'_> = serde_json::from_slice(text.as_bytes()).map_err(|e| {
-        let text = e.to_string();
-        let param = if text.contains("`model`") {
-            Some("model")
-        } else if text.contains("boolean") {
-            Some("stream")
-        } else if text.contains("messages") || text.contains("sequence") {
-            Some("messages")
-        } else {
-            None
-        };
-        ApiError::invalid_request(
-            "invalid_json",
-            param,
-            format!("The request body is not valid JSON for this API: {e}."),
-        )
+        let said = e.to_string();
+        let repeated = said.strip_prefix("duplicate field `").and_then(|rest| rest.split('`').next());
+        repeated.and_then(typed_fields::duplicate).unwrap_or_else(|| {
+            ApiError::invalid_request("invalid_json", None, format!("The request body is not valid JSON: {e}."))
+        })
     })?;
+    let fields = Fields {
+        model: parsed.model,
+        stream: typed_fields::boolean("stream", raw(parsed.stream))?,
+        max_tokens: typed_fields::token_count("max_completion_tokens", raw(parsed.max_completion_tokens))?
+            .or(typed_fields::token_count("max_tokens", raw(parsed.max_tokens))?),
+    };
+    let messages = prompt::messages(parsed.messages)?;
     let rendered =
-        prompt::render(parsed.tools.map(RawValue::get), parsed.messages.as_deref(), parsed.prompt.map(RawValue::get));
-    Ok((parsed, rendered))
+        prompt::render(parsed.tools.map(RawValue::get), messages.as_deref(), parsed.prompt.map(RawValue::get));
+    Ok((fields, rendered))
+}
+
+fn raw(value: Option<&RawValue>) -> Option<&[u8]> {
+    value.map(|r| r.get().as_bytes())
 }
 
 /// What both parsers share once the fields are read: the checks on `model`.
@@ -140,16 +160,16 @@ fn into_request(
     let model = match model {
         ModelField::Missing => {
             return Err(ApiError::invalid_request(
-                "missing_model",
+                "missing_required_parameter",
                 Some("model"),
-                "The request body has no `model` field.",
+                "Missing required parameter: 'model'.",
             ));
         }
         ModelField::NotAString(kind) => {
             return Err(ApiError::invalid_request(
-                "invalid_model",
+                "invalid_type",
                 Some("model"),
-                format!("`model` must be a string, got {kind}."),
+                format!("Invalid type for 'model': expected a string, but got {kind} instead."),
             ));
         }
         ModelField::String(name) => name,

@@ -44,13 +44,13 @@ impl<'de: 'a, 'a> Visitor<'de> for ModelVisitor<'a> {
         Ok(ModelField::NotAString("a boolean"))
     }
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(ModelField::NotAString("a number"))
+        Ok(ModelField::NotAString("an integer"))
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(ModelField::NotAString("a number"))
+        Ok(ModelField::NotAString("an integer"))
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(ModelField::NotAString("a number"))
+        Ok(ModelField::NotAString("a decimal number"))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(ModelField::NotAString("null"))

@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::typed_fields;
+use crate::api_error::ApiError;
+
 /// A message; only what shapes the prompt is kept, the rest is skipped unparsed.
 #[derive(Deserialize)]
 pub(super) struct Message<'a> {
@@ -20,6 +23,39 @@ pub(super) struct Message<'a> {
     content: Option<&'a RawValue>,
     #[serde(borrow, default)]
     tool_calls: Option<&'a RawValue>,
+}
+
+/// The body's `messages`, read into [`Message`]s: absent or `null` is none; anything
+/// but an array of objects whose `role` is a string is refused in OpenAI's words, with
+/// the place of the first wrong value.
+pub(super) fn messages(raw: Option<&RawValue>) -> Result<Option<Vec<Message<'_>>>, ApiError> {
+    let Some(raw) = raw.filter(|r| r.get() != "null") else { return Ok(None) };
+    let items: Vec<&RawValue> = serde_json::from_slice(raw.get().as_bytes())
+        .map_err(|_| typed_fields::invalid_type("messages", "an array", raw.get().as_bytes()))?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let text = item.get().as_bytes();
+        let Ok(fields) = serde_json::from_slice::<BTreeMap<Cow<'_, str>, &RawValue>>(text) else {
+            return Err(typed_fields::invalid_type_at("messages", &format!("messages[{i}]"), "an object", text));
+        };
+        if let Some(role) = fields.get("role").filter(|r| !matches!(r.get().as_bytes().first(), Some(b'"' | b'n'))) {
+            let path = format!("messages[{i}].role");
+            return Err(typed_fields::invalid_type_at("messages", &path, "a string", role.get().as_bytes()));
+        }
+        let message = serde_json::from_slice::<Message<'_>>(text).map_err(|e| {
+            let said = e.to_string();
+            let repeated = said.strip_prefix("duplicate field `").and_then(|rest| rest.split('`').next());
+            let what =
+                repeated.map_or_else(|| "it cannot be read".to_string(), |key| format!("it has the key '{key}' twice"));
+            ApiError::invalid_request(
+                "invalid_value",
+                Some("messages"),
+                format!("Invalid value for 'messages[{i}]': {what}."),
+            )
+        })?;
+        out.push(message);
+    }
+    Ok(Some(out))
 }
 
 /// Appends a content value, given as its JSON text: a string's text; a list of parts'

@@ -27,9 +27,9 @@ fn escaped_model_names_are_unescaped() {
 
 #[test]
 fn each_bad_model_gets_its_own_code() {
-    assert_eq!(err(r#"{"messages":[]}"#).code, "missing_model");
-    assert_eq!(err(r#"{"model":3}"#).code, "invalid_model");
-    assert!(err(r#"{"model":3}"#).message.contains("a number"));
+    assert_eq!(err(r#"{"messages":[]}"#).code, "missing_required_parameter");
+    assert_eq!(err(r#"{"model":3}"#).code, "invalid_type");
+    assert!(err(r#"{"model":3}"#).message.contains("but got an integer instead"));
     assert!(err(r#"{"model":null}"#).message.contains("null"));
     assert!(err(r#"{"model":["a"]}"#).message.contains("an array"));
     assert!(err(r#"{"model":{"a":1}}"#).message.contains("an object"));
@@ -63,7 +63,7 @@ fn duplicate_model_key_is_refused() {
 #[test]
 fn model_nested_elsewhere_does_not_count() {
     let e = err(r#"{"tools":[{"function":{"parameters":{"model":"m"}}}]}"#);
-    assert_eq!(e.code, "missing_model");
+    assert_eq!(e.code, "missing_required_parameter");
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn deep_nesting_is_skipped_without_recursion() {
     let body = format!("{{\"model\":\"m\",\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
     assert_eq!(parse(body.as_bytes()).unwrap().model, "m");
     let inside_model = format!("{{\"model\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
-    assert_eq!(err(&inside_model).code, "invalid_model");
+    assert_eq!(err(&inside_model).code, "invalid_type");
 }
 
 #[test]
@@ -121,4 +121,62 @@ fn completions_prompts_and_escapes_are_decoded() {
     assert_eq!(rendered(r#"{"model":"m","prompt":"caf\u00e9"}"#), "café".as_bytes());
     assert_eq!(r.prompt_len, "café".len());
     assert_eq!(r.max_tokens, Some(3));
+}
+
+#[test]
+fn wrong_types_are_refused_in_openai_words() {
+    let cases: [(&str, &str, Option<&str>); 9] = [
+        (r#"{"model":"m","max_tokens":"ten"}"#, "invalid_type", Some("max_tokens")),
+        (r#"{"model":"m","max_tokens":-1}"#, "integer_below_min_value", Some("max_tokens")),
+        (r#"{"model":"m","max_completion_tokens":1.5}"#, "invalid_type", Some("max_completion_tokens")),
+        (r#"{"model":"m","stream":"yes"}"#, "invalid_type", Some("stream")),
+        (r#"{"model":"m","messages":"hi"}"#, "invalid_type", Some("messages")),
+        (r#"{"model":"m","messages":["hi"]}"#, "invalid_type", Some("messages")),
+        (r#"{"model":"m","messages":[{"role":5,"content":"x"}]}"#, "invalid_type", Some("messages")),
+        (r#"{"model":"m","messages":[{"role":"user","role":"system"}]}"#, "invalid_value", Some("messages")),
+        (r#"{"model":["m"]}"#, "invalid_type", Some("model")),
+    ];
+    for (body, code, param) in cases {
+        let e = err(body);
+        assert_eq!((e.code, e.param), (code, param), "{body}: {}", e.message);
+    }
+    assert_eq!(
+        err(r#"{"model":"m","messages":[{"role":"user"},{"role":true}]}"#).message,
+        "Invalid type for 'messages[1].role': expected a string, but got a boolean instead."
+    );
+    assert_eq!(err(r#"["model","m"]"#).message, "The request body must be a JSON object, but it is an array.");
+}
+
+#[test]
+fn no_refusal_names_a_rust_type() {
+    let bodies = [
+        r#"{"model":"m","max_tokens":"ten"}"#,
+        r#"{"model":"m","max_tokens":99999999999}"#,
+        r#"{"model":"m","stream":{}}"#,
+        r#"{"model":"m","messages":{"role":"user"}}"#,
+        r#"{"model":"m","messages":[1,2]}"#,
+        r#"{"model":"m","messages":[{"role":{"a":1}}]}"#,
+        r#"{"model":"m","messages":[{"content":"a","content":"b"}]}"#,
+        r#"{"model":"m","stream":true,"stream":false}"#,
+        r#"{"model":1.5}"#,
+        r#"["m"]"#,
+        r#""m""#,
+        r#"7"#,
+        r#"{"model":"m","#,
+        r#"{"model":"m"} x"#,
+    ];
+    let rust =
+        ["u32", "u64", "usize", "i64", "bool", "struct", "enum", "Option", "Vec", "RawValue", "Cow", "sequence", "map"];
+    for body in bodies {
+        let e = err(body);
+        let mut words = e.message.split(|c: char| !c.is_alphanumeric() && c != '_');
+        assert!(!words.any(|word| rust.contains(&word)) && !e.message.contains('`'), "{body}: {}", e.message);
+    }
+}
+
+#[test]
+fn deeply_nested_messages_are_refused_in_words() {
+    let body = format!(r#"{{"model":"m","messages":{}1{}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+    let e = err(&body);
+    assert_eq!((e.code, e.param), ("invalid_type", Some("messages")), "{}", e.message);
 }

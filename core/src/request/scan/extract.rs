@@ -18,7 +18,7 @@ use crate::config::PrefixSettings;
 use crate::prefix::PromptHasher;
 use crate::request::model_field::ModelField;
 use crate::request::prompt::{TOOLS_TAG, push_content, push_role_tag};
-use crate::request::{InferenceRequest, into_request};
+use crate::request::{InferenceRequest, into_request, typed_fields};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum TopField {
@@ -224,17 +224,12 @@ impl Extract {
     }
 
     /// The refusal for a small field whose value does not decode (`stream` not a
-    /// boolean, a negative token limit), worded like the whole-body parse's.
+    /// boolean, a negative token limit), worded as the whole-body parse words it.
     pub(super) fn field_error(&self) -> Option<ApiError> {
-        fn check<'a, T: serde::Deserialize<'a>>(name: &'static str, raw: Option<&'a [u8]>) -> Option<ApiError> {
-            let error = serde_json::from_slice::<Option<T>>(raw?).err()?;
-            let param = (name == "stream").then_some(name);
-            let message = format!("The request body is not valid JSON for this API: `{name}`: {error}.");
-            Some(ApiError::invalid_request("invalid_json", param, message))
-        }
-        check::<bool>("stream", self.stream.as_deref())
-            .or_else(|| check::<u32>("max_tokens", self.max_tokens.as_deref()))
-            .or_else(|| check::<u32>("max_completion_tokens", self.max_completion_tokens.as_deref()))
+        typed_fields::boolean("stream", self.stream.as_deref())
+            .and(typed_fields::token_count("max_completion_tokens", self.max_completion_tokens.as_deref()))
+            .and(typed_fields::token_count("max_tokens", self.max_tokens.as_deref()))
+            .err()
     }
 
     fn begin_capture(&mut self, level: usize, at: usize, sink: Sink) {

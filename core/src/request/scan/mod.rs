@@ -12,7 +12,7 @@ mod extract;
 mod lexer;
 mod utf8;
 
-use super::InferenceRequest;
+use super::{InferenceRequest, typed_fields};
 use crate::api_error::ApiError;
 use crate::config::PrefixSettings;
 
@@ -195,11 +195,9 @@ impl RequestScanner {
             return invalid(format!("The request body ended, after {} bytes, before its JSON did.", self.fed));
         }
         if self.model_keys > 1 {
-            return Checked::Refused(ApiError::invalid_request(
-                "invalid_json",
-                Some("model"),
-                "The request body is not valid JSON for this API: duplicate field `model`.",
-            ));
+            if let Some(error) = typed_fields::duplicate("model") {
+                return Checked::Refused(error);
+            }
         }
         if !self.follows {
             return Checked::Unverified;

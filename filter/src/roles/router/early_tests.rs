@@ -80,10 +80,10 @@ fn a_body_naming_its_model_last_is_routed_at_its_end() {
 #[test]
 fn a_body_that_turns_out_invalid_after_routing_is_answered_400_and_its_pod_released() {
     let cases = [
-        (r#","model":"other""#, "duplicate field `model`"),
+        (r#","model":"other""#, "the key 'model' twice"),
         (",", "not valid JSON: the error is within bytes"),
-        (r#","max_completion_tokens":"many""#, "`max_completion_tokens`"),
-        (r#","max_tokens":-3"#, "`max_tokens`"),
+        (r#","max_completion_tokens":"many""#, "Invalid type for 'max_completion_tokens'"),
+        (r#","max_tokens":-3"#, "Invalid 'max_tokens': integer below minimum value"),
     ];
     for (tail, words) in cases {
         let gateway = gateway(true);

@@ -50,7 +50,7 @@ fn bad_requests_get_openai_errors_and_count_as_rejected() {
     let gateway = Gateway::new(1, false);
     let cases: [(&[u8], u32, &str); 4] = [
         (b"{not json", 400, "invalid_json"),
-        (br#"{"messages": []}"#, 400, "missing_model"),
+        (br#"{"messages": []}"#, 400, "missing_required_parameter"),
         (br#"{"model": "nope", "prompt": "x"}"#, 404, "model_not_found"),
         (br#"{"model": 7}"#, 400, ""),
     ];
