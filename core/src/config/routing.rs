@@ -4,6 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+use super::limits;
+
 use super::admission::Criticality;
 use super::discovery::Discovery;
 use super::flow_control::FlowControlSettings;
@@ -26,26 +29,32 @@ pub struct RoutingConfig {
 /// A set of interchangeable model-server pods behind one Envoy cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::POOL)))]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
-    /// Lower-case letters, digits and `-`; the Envoy cluster is `pool-<name>`.
+    /// The pool's name, which models refer to; the Envoy cluster is `pool-<name>`.
+    #[cfg_attr(feature = "schema", schemars(example = &"llama"))]
     pub name: String,
     #[serde(default)]
     pub engine: Engine,
     /// The path the agent scrapes on each pod: by default `/prometheus/metrics` for
     /// trtllm-serve (whose `/metrics` is JSON) and `/metrics` for the others.
+    #[cfg_attr(feature = "schema", schemars(example = "/stats/prometheus"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_path: Option<String>,
-    /// Static pod addresses, `ip:port`.
+    /// Static pod addresses, `ip:port` (IPv6 as `[addr]:port`).
+    #[cfg_attr(feature = "schema", schemars(example = serde_json::json!(["10.0.0.5:8000", "10.0.0.6:8000"])))]
     #[serde(default)]
     pub endpoints: Vec<Endpoint>,
     /// Pods found in Kubernetes, added to `endpoints` by the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<Discovery>,
-    /// Overrides `routing.profile` for this pool.
+    /// Overrides `routing.profile` for this pool; unset, the pool takes `routing.profile`.
+    #[cfg_attr(feature = "schema", schemars(example = Profile::Throughput))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
-    /// Overrides `routing.weights` (and the profile's weights) for this pool.
+    /// Overrides `routing.weights` (and the profile's weights) for this pool; unset, the
+    /// pool takes `routing.weights`, else its profile's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
 }
@@ -53,16 +62,24 @@ pub struct PoolConfig {
 /// A served model name and where it lives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::MODEL)))]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// The `model` value clients send.
+    #[cfg_attr(feature = "schema", schemars(example = "meta-llama/Llama-3.1-8B-Instruct"))]
     pub name: String,
+    /// The `name` of the pool that serves it.
+    #[cfg_attr(feature = "schema", schemars(example = &"llama"))]
     pub pool: String,
-    /// The LoRA adapter that serves this model on the pool, if it is one.
+    /// The LoRA adapter that serves this model on the pool, if it is one; unset, the
+    /// model is the pool's base model.
+    #[cfg_attr(feature = "schema", schemars(example = "sql-lora"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
     /// Whether its requests may be refused while the pool is saturated; a client can
-    /// lower it per request with `x-infergate-criticality`.
+    /// lower it per request with `x-infergate-criticality`. Under flow control it is
+    /// also the request's band.
+    #[cfg_attr(feature = "schema", schemars(extend("default" = Criticality::default())))]
     #[serde(default, skip_serializing_if = "is_standard")]
     pub criticality: Criticality,
 }

@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+use super::limits;
+
 use super::admission::AdmissionSettings;
 
 /// How the router combines the signals.
@@ -68,20 +71,34 @@ impl Profile {
     }
 }
 
-/// How much each scorer counts in the weighted mode. Zero disables a scorer.
+/// How much each scorer counts in the weighted mode (`routing.scoring: weighted`).
+/// Zero disables a scorer, and so does leaving it out once `weights` is written. The
+/// presets: `latency` is kv_cache 1, queue_depth 2, running_requests 1, lora_affinity 2,
+/// prefix_cache 3; `throughput` is 2, 1, 2, 1, 3.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::WEIGHTS)))]
 #[serde(deny_unknown_fields)]
 pub struct Weights {
+    /// Free KV-cache room: less used scores higher.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = 1.0))]
     pub kv_cache: f64,
+    /// Requests waiting at the engine: fewer scores higher.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = 2.0))]
     pub queue_depth: f64,
+    /// Requests running at the engine: fewer scores higher.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = 1.0))]
     pub running_requests: f64,
+    /// The request's LoRA adapter already loaded on the pod.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = 2.0))]
     pub lora_affinity: f64,
+    /// The share of the prompt the pod likely holds in its prefix cache.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = 3.0))]
     pub prefix_cache: f64,
 }
 
@@ -108,6 +125,7 @@ impl Default for Weights {
 /// few hundred keys (`prefix::anchors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::PREFIX)))]
 #[serde(deny_unknown_fields)]
 pub struct PrefixSettings {
     /// Characters per hashed block (16 tokens of 4 characters by default).
@@ -160,15 +178,20 @@ impl Default for PrefixSettings {
 /// What the predicted-TTFT model assumes until a pod's own counters teach it better.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::COST)))]
 #[serde(deny_unknown_fields)]
 pub struct CostDefaults {
+    /// Prompt tokens a pod prefills per second, until its counters give its own rate.
     #[serde(default = "CostDefaults::default_prefill_tokens_per_s")]
     pub prefill_tokens_per_s: f64,
+    /// Milliseconds per decode step (one output token of every running request), until
+    /// the pod's counters give its own.
     #[serde(default = "CostDefaults::default_decode_step_ms")]
     pub decode_step_ms: f64,
     /// Uncached prompt tokens of an average queued request.
     #[serde(default = "CostDefaults::default_mean_prompt_tokens")]
     pub mean_prompt_tokens: f64,
+    /// Time to load a LoRA adapter that the pod does not hold.
     #[serde(default = "CostDefaults::default_lora_load_ms")]
     pub lora_load_ms: f64,
     /// Added to a pod that has not reported metrics yet: usable, but not preferred.
@@ -234,16 +257,20 @@ impl Default for CostDefaults {
     }
 }
 
-/// Knobs of the decision itself.
+/// How the filter ranks a pool's pods: read by the filter, at start and again from
+/// every snapshot, so a change applies without an Envoy reload.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = limits::Annotate(limits::ROUTING)))]
 #[serde(deny_unknown_fields)]
 pub struct RoutingSettings {
+    /// How the router combines the signals into one rank.
     #[serde(default)]
     pub scoring: ScoringMode,
+    /// What pools optimize for, unless a pool sets its own.
     #[serde(default)]
     pub profile: Profile,
-    /// Explicit weights for the weighted mode; default: the profile's.
+    /// Explicit weights for the weighted mode; unset, each pool takes its profile's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
     /// Queue, running and KV signals older than this are ignored: the pod is ranked on
@@ -261,11 +288,13 @@ pub struct RoutingSettings {
     /// choice, the rest are retry targets in order).
     #[serde(default = "RoutingSettings::default_ranked_endpoints")]
     pub ranked_endpoints: usize,
-    /// `Retry-After` on 503 when a pool has no ready pod.
+    /// `Retry-After`, in seconds, on a 503 when a pool has no ready pod.
     #[serde(default = "RoutingSettings::default_retry_after_s")]
     pub retry_after_s: u32,
+    /// Prefix-affinity hashing: which pods likely hold a prompt's prefix in cache.
     #[serde(default)]
     pub prefix: PrefixSettings,
+    /// The predicted-TTFT model's starting assumptions.
     #[serde(default)]
     pub cost: CostDefaults,
     /// Whose learned speeds price a pod: `pool` (the default) or `pod`.

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use super::discovery::{Discovery, DiscoverySource};
 use super::error::{ConfigError, FieldPath};
+use super::limits::{self, Limit};
 use super::routing::{ModelConfig, PoolConfig};
 use super::scoring::{RoutingSettings, Weights};
 
@@ -14,90 +15,52 @@ pub(crate) fn check_settings(settings: &RoutingSettings, at: &FieldPath) -> Resu
     if let Some(weights) = &settings.weights {
         check_weights(weights, &at.key("weights"))?;
     }
-    if !(settings.kv_cache_threshold > 0.0 && settings.kv_cache_threshold <= 1.0) {
-        return Err(ConfigError::at(
-            &at.key("kv_cache_threshold"),
-            format!("must be in (0, 1], got {}", settings.kv_cache_threshold),
-        ));
-    }
+    limits::KV_CACHE_THRESHOLD.check_number(settings.kv_cache_threshold, at)?;
     let admission = at.key("admission");
     let a = &settings.admission;
-    if !(a.queue_depth_threshold.is_finite() && a.queue_depth_threshold >= 0.0) {
-        return Err(ConfigError::at(
-            &admission.key("queue_depth_threshold"),
-            format!("must be a number of requests, 0 or more, got {}", a.queue_depth_threshold),
-        ));
-    }
-    if !(a.kv_cache_threshold > 0.0 && a.kv_cache_threshold <= 1.0) {
-        return Err(ConfigError::at(
-            &admission.key("kv_cache_threshold"),
-            format!("must be in (0, 1], got {}", a.kv_cache_threshold),
-        ));
-    }
+    limits::QUEUE_DEPTH_THRESHOLD.check_number(a.queue_depth_threshold, &admission)?;
+    limits::ADMISSION_KV_CACHE_THRESHOLD.check_number(a.kv_cache_threshold, &admission)?;
     let prefix = at.key("prefix");
     let p = &settings.prefix;
-    let ranges: [(&'static str, u32, u32, u32); 4] = [
-        ("block_chars", p.block_chars, 4, 65_536),
-        ("max_blocks", p.max_blocks, 1, 1 << 24),
-        ("max_owners", p.max_owners, 1, 4_096),
-        ("default_blocks_per_pod", p.default_blocks_per_pod, 1, 10_000_000),
-    ];
-    for (name, value, low, high) in ranges {
-        if !(low..=high).contains(&value) {
-            return Err(ConfigError::at(&prefix.key(name), format!("must be between {low} and {high}, got {value}")));
-        }
+    for (limit, value) in [
+        (limits::BLOCK_CHARS, p.block_chars),
+        (limits::MAX_BLOCKS, p.max_blocks),
+        (limits::MAX_OWNERS, p.max_owners),
+        (limits::DEFAULT_BLOCKS_PER_POD, p.default_blocks_per_pod),
+    ] {
+        limit.check_integer(u64::from(value), &prefix)?;
     }
     let cost = at.key("cost");
     let c = &settings.cost;
-    let positive = [
-        ("prefill_tokens_per_s", c.prefill_tokens_per_s),
-        ("decode_step_ms", c.decode_step_ms),
-        ("mean_prompt_tokens", c.mean_prompt_tokens),
-        ("output_tokens", c.output_tokens),
-    ];
-    for (name, value) in positive {
-        if !(value.is_finite() && value > 0.0) {
-            return Err(ConfigError::at(&cost.key(name), format!("must be a finite number > 0, got {value}")));
-        }
+    for (limit, value) in [
+        (limits::PREFILL_TOKENS_PER_S, c.prefill_tokens_per_s),
+        (limits::DECODE_STEP_MS, c.decode_step_ms),
+        (limits::MEAN_PROMPT_TOKENS, c.mean_prompt_tokens),
+        (limits::OUTPUT_TOKENS, c.output_tokens),
+        (limits::LORA_LOAD_MS, c.lora_load_ms),
+        (limits::UNKNOWN_POD_PENALTY_MS, c.unknown_pod_penalty_ms),
+        (limits::ATTENTION_CROSSOVER_TOKENS, c.attention_crossover_tokens),
+    ] {
+        limit.check_number(value, &cost)?;
     }
-    let non_negative = [
-        ("lora_load_ms", c.lora_load_ms),
-        ("unknown_pod_penalty_ms", c.unknown_pod_penalty_ms),
-        ("attention_crossover_tokens", c.attention_crossover_tokens),
-    ];
-    for (name, value) in non_negative {
-        if !(value.is_finite() && value >= 0.0) {
-            return Err(ConfigError::at(&cost.key(name), format!("must be a finite number >= 0, got {value}")));
-        }
-    }
-    if !(1..=16).contains(&settings.ranked_endpoints) {
-        return Err(ConfigError::at(
-            &at.key("ranked_endpoints"),
-            format!("must be between 1 and 16, got {}", settings.ranked_endpoints),
-        ));
-    }
-    if settings.signal_max_age_ms == 0 {
-        return Err(ConfigError::at(&at.key("signal_max_age_ms"), "must be greater than 0"));
-    }
-    Ok(())
+    limits::RANKED_ENDPOINTS.check_integer(settings.ranked_endpoints as u64, at)?;
+    limits::SIGNAL_MAX_AGE_MS.check_integer(settings.signal_max_age_ms, at)
 }
 
 pub(crate) fn check_weights(weights: &Weights, at: &FieldPath) -> Result<(), ConfigError> {
     let named = weights.named();
     for (name, value) in named {
-        if !value.is_finite() || value < 0.0 {
-            return Err(ConfigError::at(&at.key(name), format!("must be a finite number >= 0, got {value}")));
-        }
+        Limit::new(name, limits::WEIGHT).check_number(value, at)?;
     }
     if named.iter().all(|(_, v)| *v == 0.0) {
-        return Err(ConfigError::at(at, "at least one weight must be greater than 0"));
+        return Err(ConfigError::at(at, format!("must have {}", limits::WEIGHTS_NOT_ALL_ZERO.rule)));
     }
     Ok(())
 }
 
 pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), ConfigError> {
     if pools.is_empty() {
-        return Err(ConfigError::at(at, "at least one pool is required"));
+        return Err(ConfigError::at(at, format!("must have {}", limits::POOLS.rule)));
     }
     let mut names = HashSet::new();
     for (i, pool) in pools.iter().enumerate() {
@@ -107,10 +70,7 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
             return Err(ConfigError::at(&here.key("name"), format!("duplicate pool name {:?}", pool.name)));
         }
         if pool.endpoints.is_empty() && pool.discovery.is_none() {
-            return Err(ConfigError::at(
-                &here.key("endpoints"),
-                "a pool needs at least one endpoint, or a `discovery` source",
-            ));
+            return Err(ConfigError::at(&here.key("endpoints"), format!("must have {}", limits::POOL_ENDPOINTS.rule)));
         }
         if let Some(discovery) = &pool.discovery {
             check_discovery(discovery, &here.key("discovery"))?;
@@ -118,10 +78,7 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
         if let Some(path) = &pool.metrics_path
             && (!path.starts_with('/') || path.contains(|c: char| c.is_whitespace() || c.is_control()))
         {
-            return Err(ConfigError::at(
-                &here.key("metrics_path"),
-                format!("must be a URL path starting with '/', without spaces, got {path:?}"),
-            ));
+            return Err(limits::METRICS_PATH.error(&here, format_args!("{path:?}")));
         }
         let mut seen = HashSet::new();
         for (j, endpoint) in pool.endpoints.iter().enumerate() {
@@ -138,7 +95,7 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
 
 pub(crate) fn check_models(models: &[ModelConfig], pools: &[PoolConfig], at: &FieldPath) -> Result<(), ConfigError> {
     if models.is_empty() {
-        return Err(ConfigError::at(at, "at least one model is required"));
+        return Err(ConfigError::at(at, format!("must have {}", limits::MODELS.rule)));
     }
     let mut names = HashSet::new();
     for (i, model) in models.iter().enumerate() {
@@ -163,7 +120,7 @@ pub(crate) fn check_models(models: &[ModelConfig], pools: &[PoolConfig], at: &Fi
 
 fn check_discovery(discovery: &Discovery, at: &FieldPath) -> Result<(), ConfigError> {
     match discovery.source() {
-        None => Err(ConfigError::at(at, "set exactly one of `pods` and `inference_pool`")),
+        None => Err(ConfigError::at(at, format!("must set {}", limits::POOL_DISCOVERY.rule))),
         Some(DiscoverySource::Pods(selector)) => {
             let at = at.key("pods");
             check_dns_label(&selector.namespace, &at.key("namespace"))?;
@@ -237,10 +194,7 @@ fn check_pool_name(name: &str, at: &FieldPath) -> Result<(), ConfigError> {
     if is_dns_label(name) {
         Ok(())
     } else {
-        Err(ConfigError::at(
-            at,
-            format!("invalid pool name {name:?}: use 1-63 lower-case letters, digits and '-', not at either end"),
-        ))
+        Err(ConfigError::at(at, format!("must be {}, got {name:?}", limits::POOL_NAME.rule)))
     }
 }
 
