@@ -317,7 +317,7 @@ fn end_to_end(args: &Args, trace: Option<TraceReplay>, out: &std::path::Path) ->
         if sets > 1 {
             markdown.push_str(&e2e_sets_markdown(described, &all_rows));
         }
-        e2e_tail_chart(out, workload.name(), sets, &all_rows)?;
+        e2e_tail_chart(out, workload.name(), step.qps, sets, &all_rows)?;
         let json = serde_json::to_string_pretty(&all_rows).map_err(|e| e.to_string())?;
         let path = out.join(format!("e2e-{}.json", workload.name()));
         std::fs::write(&path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;

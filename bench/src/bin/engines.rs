@@ -104,11 +104,16 @@ fn main() -> ExitCode {
     let json = serde_json::json!({"workload": workload, "pods_per_run": args.count, "runs": runs});
     let bars: Vec<(String, f64)> =
         runs.iter().map(|r| (format!("{}/{}", r.pods, r.policy), r.summary.ttft_ms.p90)).collect();
-    let title = format!("shared_prefix via inference-perf, {} req/s: TTFT p90", args.rate);
+    let title = format!(
+        "inference-perf shared_prefix at {} req/s, {} s, {} pods: TTFT p90 per run",
+        args.rate, args.duration, args.count
+    );
+    let chart =
+        report::bars::Bars { title: &title, metric: "TTFT p90", unit: report::style::Unit::Millis, bars: &bars };
     let written = std::fs::create_dir_all(&args.out)
         .map_err(|e| e.to_string())
         .and_then(|()| std::fs::write(args.out.join("results.json"), json.to_string()).map_err(|e| e.to_string()))
-        .and_then(|()| report::charts::write_bars(&args.out, "ttft-p90", &title, &bars));
+        .and_then(|()| report::bars::write_bars(&args.out, "ttft-p90", &chart));
     if let Err(e) = written {
         eprintln!("error: cannot write the results to {}: {e}", args.out.display());
         return ExitCode::FAILURE;

@@ -10,7 +10,9 @@ use std::time::Instant;
 use clap::Parser;
 use infergate_bench::fleet::FleetConfig;
 use infergate_bench::flow::{self, FlowResult, GATES, Tenants, infergate_settings};
-use infergate_bench::report::panels::{INFERGATE_LAST, policy_panels};
+use infergate_bench::report::bars::Bars;
+use infergate_bench::report::panels::policy_panels;
+use infergate_bench::report::style::Unit;
 use infergate_core::config::{Criticality, FlowControlSettings};
 
 /// Compare gateway queues under overload: no queue, first come, llm-d's flow control, infergate's.
@@ -142,29 +144,51 @@ fn run_all(args: &Args, gates: &[String], capacity_qps: f64) -> Result<(), Strin
         flow::markdown(&unloaded, reference)
     );
     println!("{table}");
-    write(&args.out, &overloaded, &unloaded, &table)
+    write(&args.out, &overloaded, &unloaded, &table, capacity_qps)
 }
 
-fn write(dir: &Path, overloaded: &[FlowResult], unloaded: &[FlowResult], table: &str) -> Result<(), String> {
+fn write(
+    dir: &Path,
+    overloaded: &[FlowResult],
+    unloaded: &[FlowResult],
+    table: &str,
+    capacity_qps: f64,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::json!({ "overload": overloaded, "unloaded": unloaded });
     let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("table.md"), table).map_err(|e| e.to_string())?;
-    let critical: Vec<f64> =
-        overloaded.iter().map(|r| r.classes.get("critical").map_or(0.0, |g| g.ttft_p90_ms)).collect();
-    let jain: Vec<f64> = overloaded.iter().map(|r| r.jain_standard).collect();
-    let goodput: Vec<f64> = overloaded.iter().map(|r| r.goodput_per_s).collect();
-    let names: Vec<&str> = overloaded.iter().map(|r| r.gate.as_str()).collect();
+    let per_gate = |value: &dyn Fn(&FlowResult) -> f64| -> Vec<(String, f64)> {
+        overloaded.iter().map(|r| (r.gate.clone(), value(r))).collect()
+    };
+    let critical = per_gate(&|r| r.classes.get("critical").map_or(0.0, |g| g.ttft_p90_ms));
+    let jain = per_gate(&|r| r.jain_standard);
+    let goodput = per_gate(&|r| r.goodput_per_s);
+    let title = format!("tenants, 60 s at 1.5× capacity ({:.1} req/s): four gateway queues", 1.5 * capacity_qps);
     policy_panels(
         &dir.join("flow.svg"),
+        &title,
         &[
-            ("critical TTFT p90 under overload (ms)", critical),
-            ("Jain's index, standard tenants", jain),
-            ("goodput (req/s within target)", goodput),
+            Bars {
+                title: "critical class (target 500 ms): TTFT p90",
+                metric: "TTFT p90",
+                unit: Unit::Millis,
+                bars: &critical,
+            },
+            Bars {
+                title: "standard tenants: Jain's fairness index (1 = each gets its fair share)",
+                metric: "Jain's index",
+                unit: Unit::Plain(3),
+                bars: &jain,
+            },
+            Bars {
+                title: "goodput: requests answered within their TTFT target",
+                metric: "goodput",
+                unit: Unit::PerSecond,
+                bars: &goodput,
+            },
         ],
-        &names,
-        &INFERGATE_LAST,
     )
 }
 

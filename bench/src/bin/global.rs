@@ -50,17 +50,17 @@ fn main() -> std::process::ExitCode {
         args.seed
     );
     print!("{table}");
-    if let Err(err) = write(&args.out, &results, &table) {
+    if let Err(err) = write(&args.out, &workload, &results, &table) {
         eprintln!("error: {err}");
         return std::process::ExitCode::FAILURE;
     }
     std::process::ExitCode::SUCCESS
 }
 
-fn write(dir: &std::path::Path, results: &[GlobalResult], table: &str) -> Result<(), String> {
+fn write(dir: &std::path::Path, workload: &TwoRegions, results: &[GlobalResult], table: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("table.md"), table).map_err(|e| e.to_string())?;
-    infergate_bench::global::chart(&dir.join("global.svg"), results)
+    infergate_bench::global::chart(&dir.join("global.svg"), workload, results)
 }

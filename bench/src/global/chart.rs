@@ -1,19 +1,28 @@
-//! The tier-2 chart: latency TTFT p90 and cost per 1M tokens, one bar per layer.
+//! The tier-2 chart: latency-class TTFT p90 and cost per 1M tokens, one bar per policy.
 
 use std::path::Path;
 
-use super::GlobalResult;
-use crate::report::panels::{INFERGATE_FIRST, policy_panels};
+use super::{GlobalResult, TwoRegions};
+use crate::report::bars::Bars;
+use crate::report::panels::policy_panels;
+use crate::report::style::Unit;
 
-/// Writes an SVG with the two panels and a legend of the layers.
-pub fn chart(path: &Path, results: &[GlobalResult]) -> Result<(), String> {
-    let ttft: Vec<f64> = results.iter().map(|r| r.latency_ttft_p90_ms).collect();
-    let cost: Vec<f64> = results.iter().map(|r| r.cost_per_million_tokens).collect();
-    let names: Vec<&str> = results.iter().map(|r| r.policy.as_str()).collect();
+/// Writes an SVG (and a PNG beside it) with the two panels, for `workload`.
+pub fn chart(path: &Path, workload: &TwoRegions, results: &[GlobalResult]) -> Result<(), String> {
+    let per_policy = |value: fn(&GlobalResult) -> f64| -> Vec<(String, f64)> {
+        results.iter().map(|r| (r.policy.clone(), value(r))).collect()
+    };
+    let ttft = per_policy(|r| r.latency_ttft_p90_ms);
+    let cost = per_policy(|r| r.cost_per_million_tokens);
     policy_panels(
         path,
-        &[("latency-class TTFT p90 (ms)", ttft), ("cost per 1M tokens", cost)],
-        &names,
-        &INFERGATE_FIRST,
+        &format!(
+            "two regions, east {}/s bursting to {}/s, west {}/s: tier 2 per policy",
+            workload.east_qps, workload.east_burst_qps, workload.west_qps
+        ),
+        &[
+            Bars { title: "latency class: TTFT p90", metric: "TTFT p90", unit: Unit::Millis, bars: &ttft },
+            Bars { title: "cost per 1M tokens", metric: "cost per 1M tokens", unit: Unit::Plain(3), bars: &cost },
+        ],
     )
 }

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::bars::Bars;
+use super::style::Unit;
 use crate::e2e::FollowUps;
 use crate::results::RunResult;
 
@@ -109,9 +111,9 @@ pub fn e2e_sets_markdown(described: &str, rows: &[E2eRow]) -> String {
     out
 }
 
-/// Part 2's chart for one workload: each run's measured TTFT p99, the worst of its
-/// request sets, as `e2e-ttft-p99-<workload>.{svg,png}` in `out`.
-pub fn e2e_tail_chart(out: &Path, workload: &str, sets: u64, rows: &[E2eRow]) -> Result<(), String> {
+/// Part 2's chart for one workload at `load` (its load step): each run's measured TTFT
+/// p99, the worst of its request sets, as `e2e-ttft-p99-<workload>.{svg,png}` in `out`.
+pub fn e2e_tail_chart(out: &Path, workload: &str, load: f64, sets: u64, rows: &[E2eRow]) -> Result<(), String> {
     let mut bars: Vec<(String, f64)> = Vec::new();
     for row in rows {
         let p99 = row.measured.ttft_ms.p99;
@@ -121,8 +123,10 @@ pub fn e2e_tail_chart(out: &Path, workload: &str, sets: u64, rows: &[E2eRow]) ->
         }
     }
     let of_sets = if sets == 1 { String::new() } else { format!(", the worst of {sets} request sets") };
-    let title = format!("{workload} through Envoy: TTFT p99 (simulated ms{of_sets})");
-    super::charts::write_bars(out, &format!("e2e-ttft-p99-{workload}"), &title, &bars)
+    let at = super::charts::load_short(workload, load);
+    let title = format!("{workload} at {at} through Envoy: TTFT p99 per run (simulated time{of_sets})");
+    let chart = Bars { title: &title, metric: "measured TTFT p99", unit: Unit::Millis, bars: &bars };
+    super::bars::write_bars(out, &format!("e2e-ttft-p99-{workload}"), &chart)
 }
 
 #[cfg(test)]
@@ -163,14 +167,20 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap_or_default();
         let mut rows = vec![row(0, (100.0, 280.0), (110.0, 500.0)), row(1, (100.0, 280.0), (110.0, 9000.0))];
         rows.push(E2eRow { policy: "round_robin".into(), ..row(0, (1.0, 1.0), (1.0, 7000.0)) });
-        e2e_tail_chart(&dir, "bursty-chat", 2, &rows).unwrap_or_default();
+        e2e_tail_chart(&dir, "bursty-chat", 9.6, 2, &rows).unwrap_or_default();
         let svg = std::fs::read_to_string(dir.join("e2e-ttft-p99-bursty-chat.svg")).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(svg.contains("the worst of 2 request sets"), "{svg}");
-        assert!(svg.contains("infergate") && svg.contains("round_robin"), "{svg}");
-        // infergate's two sets are one bar at its worst set (9,000 ms): the axis reaches
-        // 10,000, which round robin's 7,000 alone would not (the axis ends 15% above).
-        assert!(svg.contains("10000"), "{svg}");
+        // plotters writes each text on a line of its own.
+        let has = |text: &str| svg.contains(&format!("\n{text}\n"));
+        assert!(
+            has(
+                "bursty-chat at 9.6 req/s through Envoy: TTFT p99 per run (simulated time, the worst of 2 request sets)"
+            ),
+            "{svg}"
+        );
+        assert!(has("infergate") && has("round_robin"), "{svg}");
+        // infergate's two sets are one bar at its worst set, labelled with its value.
+        assert!(has("9,000 ms") && has("7,000 ms") && !has("500 ms"), "{svg}");
     }
 
     #[test]

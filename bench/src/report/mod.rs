@@ -1,9 +1,11 @@
 //! Results of a suite: JSON (stable, for diffs), Markdown tables, and charts.
 
+pub mod bars;
 pub mod calibration;
 pub mod charts;
 pub mod e2e;
 pub mod panels;
+pub mod style;
 
 use std::fmt::Write;
 
