@@ -14,7 +14,7 @@ PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy node shellcheck redis prometheus wasm build \
   test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
-  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-engines inference-perf clean
+  demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
 help: ## this list
 	@echo "make TARGET, where TARGET is one of:"

@@ -90,6 +90,21 @@ impl ApiError {
     /// The worker's routing state was in use when a callback needed it. Envoy runs one
     /// callback at a time per worker, so this answers a host that re-enters the
     /// filter, instead of a panic.
+    /// The gateway requires an identity (`identity.required`) and the request has none:
+    /// no token, or one that Envoy's `jwt_authn` did not verify, or no identity header.
+    pub fn missing_identity() -> Self {
+        Self {
+            status: 401,
+            error_type: ErrorType::InvalidRequestError,
+            code: "invalid_api_key",
+            param: None,
+            message: "This gateway needs to know who is asking: send a valid token (or the identity your \
+                      operator configured); the request had none, or one that could not be verified."
+                .to_string(),
+            retry_after_s: None,
+        }
+    }
+
     pub fn gateway_busy() -> Self {
         Self {
             status: 503,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::RoutingConfig;
+use crate::config::{RoutingConfig, TenantSource};
 use crate::global::GlobalRouterConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +45,10 @@ pub struct RouterRole {
     /// Add `x-infergate-decision` to responses (pool, basis, ranked endpoints).
     #[serde(default)]
     pub explain: bool,
+    /// Where each request's tenant is read (`identity:`); unset, flow control's
+    /// `tenant_header`, as a client header.
+    #[serde(default)]
+    pub tenant: Option<TenantSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

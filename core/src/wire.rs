@@ -21,6 +21,9 @@ pub mod header {
     pub const CRITICALITY: &str = "x-infergate-criticality";
     /// A client's request class on the global router (`latency` or `batch`).
     pub const CLASS: &str = "x-infergate-class";
+    /// The verified tenant: Envoy's `jwt_authn` copies the configured claim of a valid
+    /// token into it, after the rendered config removed the client's copy.
+    pub const IDENTITY: &str = "x-infergate-identity";
     /// The hashed tenant the global router sets; Envoy's rate limit actions read it.
     pub const TENANT: &str = "x-infergate-tenant";
     /// The prompt tokens charged at admission by the global router.

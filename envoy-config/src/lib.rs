@@ -6,6 +6,7 @@
 mod clusters;
 mod ext_proc;
 mod global;
+mod identity;
 pub mod kubernetes;
 mod listeners;
 mod wasm;
@@ -100,6 +101,9 @@ impl RenderOptions {
 pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
     let mut listeners = vec![listeners::gateway(config, options)?];
     let mut clusters = clusters::pool_clusters(config, options.upstream_policy);
+    if options.upstream_policy == UpstreamPolicy::Infergate {
+        clusters.extend(identity::jwks_cluster(&config.identity));
+    }
     match options.ext_proc {
         Some(picker) if options.upstream_policy == UpstreamPolicy::Infergate => {
             clusters.push(ext_proc::cluster(picker))

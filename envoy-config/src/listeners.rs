@@ -133,11 +133,15 @@ fn retry_policy_for(retries: u32, statuses: &[u16]) -> Value {
 }
 
 pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
-    let filters = match (options.upstream_policy, options.ext_proc) {
-        (UpstreamPolicy::Infergate, Some(_)) => vec![crate::ext_proc::filter()],
-        (UpstreamPolicy::Infergate, None) => vec![wasm::router_filter(config, options)?],
+    let mut filters = match options.upstream_policy {
+        UpstreamPolicy::Infergate => crate::identity::filters(&config.identity, &config.flow_control.tenant_header),
         _ => Vec::new(),
     };
+    match (options.upstream_policy, options.ext_proc) {
+        (UpstreamPolicy::Infergate, Some(_)) => filters.push(crate::ext_proc::filter()),
+        (UpstreamPolicy::Infergate, None) => filters.push(wasm::router_filter(config, options)?),
+        _ => {}
+    }
     Ok(json!({
         "name": "gateway",
         "address": socket_address(config.gateway.listen),

@@ -72,6 +72,7 @@ pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConf
         max_body_bytes: config.gateway.max_body_bytes,
         early_decision: config.gateway.early_decision,
         explain,
+        tenant: Some(config.tenant_source()),
     }))
 }
 

@@ -2,7 +2,7 @@
 //! each role (from the example configs that `make demo` runs), snapshots, summaries,
 //! and a gateway of one singleton, one control worker and N router workers.
 
-use infergate_core::config::{InfergateConfig, RoutingConfig};
+use infergate_core::config::{InfergateConfig, RoutingConfig, TenantSource};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::{ControlRole, FilterConfig, GlobalRole, RouterRole};
 use infergate_core::global::{ClusterSummary, GlobalRouterConfig, ModelSummary, SUMMARY_VERSION};
@@ -38,12 +38,23 @@ pub fn router_config(explain: bool) -> Vec<u8> {
 
 /// The router's config for `routing`, routing before the body ends or not.
 pub fn router_config_with(routing: RoutingConfig, explain: bool, early_decision: bool) -> Vec<u8> {
+    router_config_full(routing, explain, early_decision, None)
+}
+
+/// The router's config, with where it reads each request's tenant.
+pub fn router_config_full(
+    routing: RoutingConfig,
+    explain: bool,
+    early_decision: bool,
+    tenant: Option<TenantSource>,
+) -> Vec<u8> {
     encode(&FilterConfig::Router(Box::new(RouterRole {
         vm_id: VM_ID.to_string(),
         routing,
         max_body_bytes: 64 * 1024,
         early_decision,
         explain,
+        tenant,
     })))
 }
 

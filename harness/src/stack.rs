@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
-    AgentSettings, Criticality, Engine, FlowControlSettings, GatewaySettings, InfergateConfig, ModelConfig, PoolConfig,
-    RoutingSettings,
+    AgentSettings, Criticality, Engine, FlowControlSettings, GatewaySettings, IdentitySettings, InfergateConfig,
+    ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
@@ -82,6 +82,8 @@ pub struct StackSpec {
     pub start_agent: bool,
     pub routing: RoutingSettings,
     pub flow_control: FlowControlSettings,
+    /// Where a request's tenant comes from (`identity:`).
+    pub identity: IdentitySettings,
     /// infergate, or one of Envoy's own policies as a baseline (no filter, no agent).
     pub upstream_policy: UpstreamPolicy,
     pub access_log: bool,
@@ -121,6 +123,7 @@ impl Default for StackSpec {
             start_agent: true,
             routing: RoutingSettings::default(),
             flow_control: FlowControlSettings::default(),
+            identity: IdentitySettings::default(),
             upstream_policy: UpstreamPolicy::Infergate,
             access_log: true,
             scrape_interval_ms: 50,
@@ -262,6 +265,7 @@ impl Stack {
             },
             routing: spec.routing,
             flow_control: spec.flow_control.clone(),
+            identity: spec.identity.clone(),
             pools,
             models,
         };

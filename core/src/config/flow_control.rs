@@ -185,9 +185,7 @@ impl FlowControlSettings {
 
     pub(crate) fn validate(&self, at: &FieldPath) -> Result<(), ConfigError> {
         let header = self.tenant_header.as_str();
-        let is_token = !header.is_empty()
-            && header.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        if !is_token || header.starts_with("x-infergate-") || header.starts_with(':') {
+        if !limits::is_header_name(header) || header.starts_with("x-infergate-") {
             return Err(limits::TENANT_HEADER.error(at, format_args!("`{header}`")));
         }
         limits::MAX_QUEUED.check_integer(u64::from(self.max_queued), at)?;

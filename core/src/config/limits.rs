@@ -172,6 +172,21 @@ pub const TENANT_HEADER: Limit = Limit::new(
 );
 pub const MAX_QUEUED: Limit = Limit::new("max_queued", Rule::Between(1, 65_536));
 pub const FLOW_CONTROL: &[Limit] = &[TENANT_HEADER, MAX_QUEUED];
+
+// `identity:` (IdentitySettings) and its `jwt` (JwtSettings).
+pub const IDENTITY_HEADER: Limit =
+    Limit::new("header", Rule::Text("a lower-case header name (letters, digits, `-`, `_`) outside `x-infergate-*`"));
+pub const IDENTITY: &[Limit] = &[IDENTITY_HEADER];
+pub const ISSUER: Limit = Limit::new("issuer", Rule::Text("not blank"));
+pub const JWKS_URI: Limit = Limit::new("jwks_uri", Rule::Text("an `http://` or `https://` URI"));
+pub const CLAIM: Limit = Limit::new("claim", Rule::Text("not blank"));
+pub const JWT: &[Limit] = &[ISSUER, JWKS_URI, CLAIM];
+
+/// A header name as the config may name one: lower case letters, digits, `-` and `_`,
+/// not a pseudo-header.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
 pub const MAX_WAIT_MS: Limit = Limit::new("max_wait_ms", Rule::Between(1, 3_600_000));
 pub const MAX_ENGINE_WAITING: Limit = Limit::new("max_engine_waiting", Rule::Positive);
 pub const HOLD_ABOVE_TTFT_MS: Limit = Limit::new("hold_above_ttft_ms", Rule::Positive);

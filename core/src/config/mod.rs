@@ -5,6 +5,7 @@ mod admission;
 mod discovery;
 mod error;
 mod flow_control;
+mod identity;
 pub mod limits;
 #[cfg(feature = "schema")]
 pub mod reference;
@@ -24,6 +25,7 @@ pub use admission::{AdmissionSettings, Criticality};
 pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
 pub use flow_control::{BandLimits, BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};
+pub use identity::{IdentitySettings, IdentitySource, JwtSettings, TenantSource};
 pub use routing::{Engine, ModelConfig, PoolConfig, RoutingConfig};
 pub use scoring::{CostDefaults, LearnedSpeeds, PrefixSettings, Profile, RoutingSettings, ScoringMode, Weights};
 pub use validate::{MAX_MODEL_NAME_BYTES, check_model_name};
@@ -52,6 +54,8 @@ pub struct InfergateConfig {
     pub routing: RoutingSettings,
     #[serde(default)]
     pub flow_control: FlowControlSettings,
+    #[serde(default)]
+    pub identity: IdentitySettings,
     /// The pools of model-server pods; each becomes an Envoy cluster.
     pub pools: Vec<PoolConfig>,
     /// The model names clients send, each served by one pool.
@@ -203,8 +207,14 @@ impl InfergateConfig {
         self.agent.validate(&root.key("agent"))?;
         validate::check_settings(&self.routing, &root.key("routing"))?;
         self.flow_control.validate(&root.key("flow_control"))?;
+        self.identity.validate(&root.key("identity"))?;
         validate::check_pools(&self.pools, &root.key("pools"))?;
         validate::check_models(&self.models, &self.pools, &root.key("models"))
+    }
+
+    /// Where the router reads each request's tenant.
+    pub fn tenant_source(&self) -> TenantSource {
+        self.identity.tenant_source(&self.flow_control.tenant_header)
     }
 
     /// The routing part, as the filter and the snapshot carry it.

@@ -11,7 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use infergate_core::config::PrefixSettings;
+use infergate_core::config::{PrefixSettings, TenantSource};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::filter_config::RouterRole;
 use infergate_core::prefix::{PrefixChain, PrefixRecord};
@@ -40,6 +40,8 @@ pub struct RouterShared {
     max_body_bytes: u64,
     early_decision: bool,
     explain: bool,
+    /// Where each request's tenant is read; unset, flow control's `tenant_header`.
+    tenant: Option<TenantSource>,
     metrics: RouterMetrics,
     pools: RefCell<HashMap<String, Rc<PoolMetrics>>>,
     peers: PrefixPeers,
@@ -67,6 +69,7 @@ impl RouterShared {
             max_body_bytes: role.max_body_bytes,
             early_decision: role.early_decision,
             explain: role.explain,
+            tenant: role.tenant,
             metrics: RouterMetrics::define(&host),
             pools: RefCell::new(HashMap::new()),
             peers: PrefixPeers::new(&host, &role.vm_id, random_u64(&*host)),
@@ -266,5 +269,7 @@ mod early_tests;
 mod flow_tests;
 #[cfg(test)]
 mod host_calls_tests;
+#[cfg(test)]
+mod identity_tests;
 #[cfg(test)]
 mod tests;

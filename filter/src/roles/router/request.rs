@@ -76,6 +76,8 @@ pub struct RouterRequest {
     context_id: u32,
     criticality: Option<Criticality>,
     ttft_target_ms: Option<u64>,
+    /// The request's tenant, read with its headers from the configured source.
+    tenant: Option<String>,
     routed: RoutedSlot,
     /// When this stream last checked for a new snapshot (the millisecond): its early
     /// check at the headers and its decision usually fall in the same one, and a
@@ -90,6 +92,7 @@ impl RouterRequest {
             context_id,
             criticality: None,
             ttft_target_ms: None,
+            tenant: None,
             routed: Rc::new(RefCell::new(None)),
             refreshed_at_ms: Cell::new(None),
         }
@@ -149,8 +152,12 @@ impl RouterRequest {
         let ticket = Ticket {
             id: shared.flow.ticket_id(self.context_id),
             band,
-            // Read only for a held request, with the config of its decision.
-            tenant: Ticket::tenant_name(host.request_header_text(&flow.tenant_header).as_deref()),
+            tenant: match &self.tenant {
+                Some(tenant) => tenant.clone(),
+                // Without an identity source, flow control's header, read only for a
+                // held request, with the config of its decision.
+                None => Ticket::tenant_name(host.request_header_text(&flow.tenant_header).as_deref()),
+            },
             enqueued_ms: now_ms,
             deadline_ms: now_ms.saturating_add(self.ttft_target_ms.unwrap_or(limits.max_wait_ms)),
             expires_ms: now_ms.saturating_add(limits.max_wait_ms),
@@ -267,6 +274,15 @@ impl FrontRole for RouterRequest {
     }
 
     fn read_client_headers(&mut self, headers: &RequestHeaders) -> Result<(), ApiError> {
+        if let Some(source) = &self.shared.tenant {
+            // Read before the gateway's own headers are stripped: `jwt_authn` writes the
+            // verified identity into one of them.
+            let tenant = Ticket::tenant_name(headers.get(&source.header));
+            if tenant.is_empty() && source.required {
+                return Err(ApiError::missing_identity());
+            }
+            self.tenant = Some(tenant);
+        }
         if let Some(value) = headers.get(header::CRITICALITY) {
             let level = Criticality::from_header(value).ok_or_else(|| {
                 ApiError::invalid_request(
@@ -306,8 +322,13 @@ impl FrontRole for RouterRequest {
         }
     }
 
+    /// The decision explained, and the tenant it was made for, if any.
     fn explanation(&self) -> Option<String> {
-        self.routed.borrow().as_ref()?.explanation.clone()
+        let explained = self.routed.borrow().as_ref()?.explanation.clone()?;
+        Some(match self.tenant.as_deref().filter(|t| !t.is_empty()) {
+            Some(tenant) => format!("{explained}; tenant={tenant}"),
+            None => explained,
+        })
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) {
