@@ -34,6 +34,12 @@ pub struct FlowControlSettings {
     /// or the newest of a tenant holding more, or is refused.
     #[serde(default = "FlowControlSettings::default_max_queued")]
     pub max_queued: u32,
+    /// Tenants tracked per pool and band at most. A request of a tenant beyond the
+    /// bound (once no tenant without held requests is left to forget) joins the
+    /// anonymous tenant, so the queue's state stays bounded whatever tenant ids
+    /// clients send.
+    #[serde(default = "FlowControlSettings::default_max_tenants")]
+    pub max_tenants: u32,
     /// The three priority bands, highest first.
     #[serde(default)]
     pub bands: Bands,
@@ -162,6 +168,9 @@ impl FlowControlSettings {
     fn default_max_queued() -> u32 {
         1024
     }
+    fn default_max_tenants() -> u32 {
+        128
+    }
 
     /// The band's settings, defaults filled in.
     pub fn band(&self, band: Criticality) -> BandLimits {
@@ -189,6 +198,7 @@ impl FlowControlSettings {
             return Err(limits::TENANT_HEADER.error(at, format_args!("`{header}`")));
         }
         limits::MAX_QUEUED.check_integer(u64::from(self.max_queued), at)?;
+        limits::MAX_TENANTS.check_integer(u64::from(self.max_tenants), at)?;
         let bands = at.key("bands");
         for (name, band) in [
             ("critical", Criticality::Critical),
@@ -215,6 +225,7 @@ impl Default for FlowControlSettings {
             fairness: Fairness::default(),
             order: QueueOrder::default(),
             max_queued: Self::default_max_queued(),
+            max_tenants: Self::default_max_tenants(),
             bands: Bands::default(),
         }
     }

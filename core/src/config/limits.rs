@@ -171,7 +171,8 @@ pub const TENANT_HEADER: Limit = Limit::new(
     Rule::Text("a lower-case header name (letters, digits, `-`, `_`) outside `x-infergate-*`"),
 );
 pub const MAX_QUEUED: Limit = Limit::new("max_queued", Rule::Between(1, 65_536));
-pub const FLOW_CONTROL: &[Limit] = &[TENANT_HEADER, MAX_QUEUED];
+pub const MAX_TENANTS: Limit = Limit::new("max_tenants", Rule::Between(1, 65_536));
+pub const FLOW_CONTROL: &[Limit] = &[TENANT_HEADER, MAX_QUEUED, MAX_TENANTS];
 
 // `identity:` (IdentitySettings) and its `jwt` (JwtSettings).
 pub const IDENTITY_HEADER: Limit =

@@ -96,7 +96,10 @@ impl FlowQueue {
 
     /// Holds a request, unless the queue is full of requests with as much claim to a
     /// place: a lower band's, or a tenant's holding at least two more of the same band.
-    pub fn offer(&mut self, ticket: Ticket, settings: &FlowControlSettings) -> Offer {
+    pub fn offer(&mut self, mut ticket: Ticket, settings: &FlowControlSettings) -> Offer {
+        if !self.may_track(ticket.band, &ticket.tenant, settings.max_tenants as usize) {
+            ticket.tenant = String::new();
+        }
         let mut displaced = None;
         if self.tickets.len() >= settings.max_queued as usize {
             let Some(victim) = self.displaceable_by(&ticket) else {
@@ -124,6 +127,28 @@ impl FlowQueue {
             return None;
         }
         self.tickets.iter().rposition(|t| t.band == lowest && t.tenant == busiest)
+    }
+
+    /// Whether `tenant` may keep its own place in `band`: it has one already, or the
+    /// band tracks fewer than `bound` tenants once those with nothing held are
+    /// forgotten. The anonymous tenant always may.
+    fn may_track(&mut self, band: Criticality, tenant: &str, bound: usize) -> bool {
+        let tracked = |queue: &Self| {
+            let mut names: Vec<&str> =
+                queue.tickets.iter().filter(|t| t.band == band).map(|t| t.tenant.as_str()).collect();
+            names.extend(queue.attained.iter().filter(|a| a.band == band).map(|a| a.tenant.as_str()));
+            names.sort_unstable();
+            names.dedup();
+            (names.contains(&tenant), names.len())
+        };
+        let (known, count) = tracked(self);
+        if tenant.is_empty() || known || count < bound {
+            return true;
+        }
+        // Forget the tenants of this band with nothing held, then look again.
+        let tickets = &self.tickets;
+        self.attained.retain(|a| a.band != band || tickets.iter().any(|t| t.band == band && t.tenant == a.tenant));
+        tracked(self).1 < bound
     }
 
     fn start_tenant(&mut self, ticket: &Ticket) {

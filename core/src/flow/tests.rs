@@ -213,3 +213,50 @@ fn attained_service_of_tenants_gone_below_the_floor_is_forgotten() {
     }
     assert!(q.encode().len() <= bytes + 64, "one-off tenants do not pile up: {} bytes", q.encode().len());
 }
+
+#[test]
+fn rotating_tenant_ids_share_one_bucket_past_the_bound_and_state_stays_bounded() {
+    let s = FlowControlSettings {
+        max_queued: 4096,
+        max_tenants: 8,
+        ..settings(Fairness::AttainedService, QueueOrder::FirstCome)
+    };
+    let mut q = FlowQueue::default();
+    // An honest tenant holds requests; an attacker sends each request as a new tenant.
+    for id in 0..4 {
+        q.offer(ticket(id, Criticality::Standard, "honest", id), &s);
+    }
+    for id in 4..1_004 {
+        q.offer(ticket(id, Criticality::Standard, &format!("rotating-{id}"), id), &s);
+    }
+    let mut tenants: Vec<&str> = q.tickets().iter().map(|t| t.tenant.as_str()).collect();
+    tenants.sort_unstable();
+    tenants.dedup();
+    // The honest tenant, 7 rotating ids, and the anonymous bucket for the rest.
+    assert_eq!(tenants.len(), 9, "{tenants:?}");
+    assert!(tenants.contains(&"honest") && tenants.contains(&""));
+    // Attained-service order: the honest tenant is not pushed back behind 1,000 "new"
+    // tenants; it gets its turn among 9.
+    let mut served_honest = 0;
+    for _ in 0..18 {
+        let Some(next) = q.next(&s).map(|t| (t.id, t.tenant.clone())) else { break };
+        q.take(next.0);
+        served_honest += usize::from(next.1 == "honest");
+    }
+    assert!(served_honest >= 2, "the honest tenant got {served_honest} of 18 releases");
+}
+
+#[test]
+fn tenants_with_nothing_held_are_forgotten_to_make_room() {
+    let s = FlowControlSettings { max_tenants: 2, ..settings(Fairness::AttainedService, QueueOrder::FirstCome) };
+    let mut q = FlowQueue::default();
+    q.offer(ticket(1, Criticality::Standard, "a", 1), &s);
+    q.offer(ticket(2, Criticality::Standard, "b", 2), &s);
+    q.take(1);
+    // "a" has nothing held: "c" takes its place rather than the anonymous bucket.
+    q.offer(ticket(3, Criticality::Standard, "c", 3), &s);
+    assert!(q.tickets().iter().any(|t| t.tenant == "c"));
+    // Both places held: "d" joins the anonymous tenant.
+    q.offer(ticket(4, Criticality::Standard, "d", 4), &s);
+    assert!(q.tickets().iter().any(|t| t.id == 4 && t.tenant.is_empty()));
+}
