@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use infergate_bench::fleet::FleetConfig;
-use infergate_bench::flow::{self, FlowResult, GATES, Tenants, infergate_settings};
+use infergate_bench::flow::{self, Attack, FlowResult, GATES, Tenants, infergate_settings};
 use infergate_bench::report::bars::Bars;
 use infergate_bench::report::panels::policy_panels;
 use infergate_bench::report::style::Unit;
@@ -134,28 +134,43 @@ fn run_all(args: &Args, gates: &[String], capacity_qps: f64) -> Result<(), Strin
     for gate in gates {
         overloaded.push(run(&workload, gate, args.seed, &settings)?);
     }
+    // The noisy tenant's attacks change only what a gate with tenant fairness does.
+    let mut attacks = Vec::new();
+    if gates.iter().any(|g| g == "infergate") {
+        eprintln!("attacks on infergate's tenant fairness, under the same overload");
+        for attack in Attack::ALL {
+            let attacked = Tenants { attack, ..Tenants::overload(capacity_qps) };
+            attacks.push((attack, run(&attacked, "infergate", args.seed, &settings)?));
+        }
+    }
     let header = format!(
         "flow control: {} pods (Llama-3.1-8B on H100, simulated), capacity {capacity_qps:.1} req/s, seed {}\n",
         workload.pods, args.seed
     );
     let table = format!(
-        "{header}\n### Overload: 10 s at 0.5x, 60 s at 1.5x, 20 s at 0.5x\n\n{}\n### Unloaded: 0.5x for 60 s\n\n{}",
+        "{header}\n### Overload: 10 s at 0.5x, 60 s at 1.5x, 20 s at 0.5x\n\n{}\n### Unloaded: 0.5x for 60 s\n\n{}\n### Attacks on infergate's tenant fairness, under the same overload\n\n{}",
         flow::markdown(&overloaded, reference),
-        flow::markdown(&unloaded, reference)
+        flow::markdown(&unloaded, reference),
+        flow::attack_markdown(&attacks)
     );
     println!("{table}");
-    write(&args.out, &overloaded, &unloaded, &table, capacity_qps)
+    write(&args.out, &overloaded, &unloaded, &attacks, &table, capacity_qps)
 }
 
 fn write(
     dir: &Path,
     overloaded: &[FlowResult],
     unloaded: &[FlowResult],
+    attacks: &[(Attack, FlowResult)],
     table: &str,
     capacity_qps: f64,
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let json = serde_json::json!({ "overload": overloaded, "unloaded": unloaded });
+    let attacks: Vec<serde_json::Value> = attacks
+        .iter()
+        .map(|(attack, result)| serde_json::json!({"attack": attack.describe(), "result": result}))
+        .collect();
+    let json = serde_json::json!({ "overload": overloaded, "unloaded": unloaded, "attacks": attacks });
     let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("results.json"), text).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("table.md"), table).map_err(|e| e.to_string())?;

@@ -156,7 +156,7 @@ impl QueueGate {
         let tag = world.tags.get(id)?;
         let request = world.requests.get(id)?;
         let (band, tenant) = if self.bands_and_tenants {
-            (tag.band, tag.tenant.to_string())
+            (tag.band, tag.presented.clone().unwrap_or_else(|| tag.tenant.to_string()))
         } else {
             (Criticality::Standard, String::new())
         };

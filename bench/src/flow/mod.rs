@@ -10,9 +10,9 @@ mod sim;
 mod workload;
 
 pub use gates::{Action, GATES, Gate, World, build, infergate_settings};
-pub use report::{FlowResult, GroupResult, jain, markdown, max_min_shares, summarize};
+pub use report::{FlowResult, GroupResult, attack_markdown, jain, markdown, max_min_shares, summarize};
 pub use sim::{FlowOutcome, run};
-pub use workload::{NOISY, QUIET, Tag, Tenants};
+pub use workload::{Attack, NOISY, QUIET, Tag, Tenants};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@ use infergate_core::config::Criticality;
 use serde::Serialize;
 
 use super::sim::FlowOutcome;
-use super::workload::Tag;
+use super::workload::{Attack, NOISY, QUIET, Tag};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GroupResult {
@@ -51,6 +51,28 @@ pub fn class_name(band: Criticality) -> &'static str {
         Criticality::Standard => "standard",
         Criticality::Sheddable => "sheddable",
     }
+}
+
+/// What the noisy tenant's attacks on a gateway's tenant fairness got it: one row per
+/// attack, the noisy tenant's and the quiet tenants' requests within target.
+pub fn attack_markdown(rows: &[(Attack, FlowResult)]) -> String {
+    let mut out = String::from(
+        "| the noisy tenant's attack | noisy: requests within target | its share of the standard band's | quiet tenants: within target, each | Jain, standard tenants |\n|---|--:|--:|---|--:|\n",
+    );
+    for (attack, result) in rows {
+        let within = |tenant: &str| result.tenants.get(tenant).map_or(0, |g| g.within_target);
+        let total: usize = result.tenants.values().map(|g| g.within_target).sum();
+        let noisy = within(NOISY);
+        let quiet: Vec<String> = QUIET.iter().map(|q| within(q).to_string()).collect();
+        out.push_str(&format!(
+            "| {} | {noisy} | {:.1}% | {} | {:.3} |\n",
+            attack.describe(),
+            100.0 * noisy as f64 / total.max(1) as f64,
+            quiet.join(" / "),
+            result.jain_standard
+        ));
+    }
+    out
 }
 
 /// Nearest-rank percentile of sorted values; 0 for none.
@@ -222,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_group_counts_refusals_targets_and_waits() {
-        let tag = Tag { tenant: "a", band: Criticality::Standard, ttft_target_ms: 100.0 };
+        let tag = Tag { tenant: "a", presented: None, band: Criticality::Standard, ttft_target_ms: 100.0 };
         let fast = FlowOutcome {
             arrival: 1.0,
             dispatched: Some(1.02),

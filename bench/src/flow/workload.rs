@@ -18,7 +18,10 @@ use crate::workloads::{BASE_MODEL, CalibrationPlan, Scenario, lognormal, poisson
 /// Who sends a request and what it asks of the gateway.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tag {
+    /// Who really sends it.
     pub tenant: &'static str,
+    /// The tenant the gateway is told, when the sender lies (see [`Attack`]).
+    pub presented: Option<String>,
     pub band: Criticality,
     /// Its TTFT target, milliseconds: the request header earliest-deadline reads, and
     /// the bar for goodput.
@@ -29,7 +32,7 @@ impl Tag {
     /// For workloads without tenants or classes: every request standard, of one
     /// anonymous tenant, with no target.
     pub fn untagged(scenario: &Scenario) -> Vec<Tag> {
-        let tag = Tag { tenant: "", band: Criticality::Standard, ttft_target_ms: f64::MAX };
+        let tag = Tag { tenant: "", presented: None, band: Criticality::Standard, ttft_target_ms: f64::MAX };
         vec![tag; scenario.requests.len()]
     }
 }
@@ -62,6 +65,32 @@ pub struct Tenants {
     pub capacity_qps: f64,
     /// Load phases: (until this time, multiple of capacity offered).
     pub phases: Vec<(f64, f64)>,
+    /// What the noisy tenant claims to be, when the gateway takes a client's word.
+    pub attack: Attack,
+}
+
+/// How the noisy tenant games a gateway that reads the tenant from a client header.
+/// With a verified identity (a JWT claim) it cannot: that is [`Attack::None`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attack {
+    /// It names itself.
+    None,
+    /// A new tenant id with every request.
+    RotatingIds,
+    /// A quiet tenant's id (`quiet-1`).
+    CopiesQuiet,
+}
+
+impl Attack {
+    pub const ALL: [Attack; 3] = [Attack::None, Attack::RotatingIds, Attack::CopiesQuiet];
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Attack::None => "none, or the tenant verified (`identity: jwt`)",
+            Attack::RotatingIds => "a new tenant id per request (client header)",
+            Attack::CopiesQuiet => "copies quiet-1's tenant id (client header)",
+        }
+    }
 }
 
 impl Tenants {
@@ -72,6 +101,7 @@ impl Tenants {
             profile: EngineProfile::LLAMA_3_1_8B_H100,
             capacity_qps,
             phases: vec![(10.0, 0.5), (70.0, 1.5), (90.0, 0.5)],
+            attack: Attack::None,
         }
     }
 
@@ -115,7 +145,12 @@ impl Tenants {
                 prompt: prompt.into(),
                 output_tokens: lognormal(&mut rng, 150.0, 0.6).clamp(8.0, 1_000.0) as u32,
             });
-            tags.push(Tag { tenant: sender.tenant, band: sender.band, ttft_target_ms });
+            let presented = match (self.attack, sender.tenant == NOISY) {
+                (Attack::RotatingIds, true) => Some(format!("{NOISY}-{}", tags.len())),
+                (Attack::CopiesQuiet, true) => Some(QUIET[0].to_string()),
+                _ => None,
+            };
+            tags.push(Tag { tenant: sender.tenant, presented, band: sender.band, ttft_target_ms });
         }
         let scenario = Scenario {
             pods: self.pods,
