@@ -131,7 +131,16 @@ pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasi
     fresh.clear();
     match inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name)) {
         Some(state) => {
-            let usable = state.pods.iter().filter(|pod| pod.ready && inputs.allowed(pod.address));
+            let adapters_served =
+                inputs.adapter.is_some() && state.pods.iter().any(|pod| serves_adapters(pod, inputs) == Some(true));
+            let usable = state.pods.iter().filter(|pod| {
+                // While some pod of the pool reports LoRA slots, an adapter request does
+                // not go to a pod whose fresh metrics report none: an engine started
+                // without LoRA (vLLM without `--enable-lora`) answers it 404.
+                pod.ready
+                    && inputs.allowed(pod.address)
+                    && !(adapters_served && serves_adapters(pod, inputs) == Some(false))
+            });
             for (candidate, is_fresh) in usable.map(|pod| from_pod(pod, inputs)) {
                 candidates.push(candidate);
                 fresh.push(is_fresh);
@@ -175,6 +184,13 @@ pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasi
         }
     }
     basis
+}
+
+/// Whether `pod` serves LoRA adapters, as its fresh metrics say (vLLM reports its slots
+/// only when started with LoRA); unknown without fresh metrics.
+fn serves_adapters(pod: &PodState, inputs: &Inputs<'_>) -> Option<bool> {
+    let signals = pod.signals.as_ref()?;
+    age_ok(pod, inputs.settings.signal_max_age_ms, inputs.now_ms).then_some(signals.max_loras.is_some_and(|m| m > 0))
 }
 
 fn age_ok(pod: &PodState, max_age_ms: u64, now_ms: u64) -> bool {

@@ -290,6 +290,30 @@ fn a_lora_request_prefers_the_pod_with_the_adapter_running() {
 }
 
 #[test]
+fn an_adapter_request_never_goes_to_a_pod_that_reports_no_lora_slots() {
+    // Pod 1 reports LoRA slots but is busy; pod 2 is idle and reports none (vLLM
+    // started without LoRA answers an adapter request 404); pod 3 has not reported.
+    let mut pods = vec![
+        pod(1, 6.0, 0.6, 1_000),
+        pod(2, 0.0, 0.0, 1_000),
+        PodState { address: ep(3), ready: true, scraped_at_ms: None, signals: None },
+    ];
+    pods[1].signals.as_mut().unwrap().max_loras = None;
+    let (mut router, mut ledger) = router_with(pods.clone());
+    for _ in 0..20 {
+        let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+        assert!(!d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
+    }
+    // A base-model request may go there, and does: it is idle.
+    let (mut router, mut ledger) = router_with(pods.clone());
+    assert_eq!(router.route(&request("base"), 1_010, &mut ledger).unwrap().chosen.endpoint, ep(2));
+    // When no pod reports LoRA slots, nothing is known either way: every pod stays.
+    pods[0].signals.as_mut().unwrap().max_loras = None;
+    let (mut router, mut ledger) = router_with(pods);
+    assert_eq!(router.route(&request("lora"), 1_010, &mut ledger).unwrap().chosen.endpoint, ep(2));
+}
+
+#[test]
 fn the_weighted_mode_ranks_by_score() {
     let mut cfg = config();
     cfg.settings.scoring = crate::config::ScoringMode::Weighted;
