@@ -1,7 +1,7 @@
 //! The gateway in front of two real vLLM pods (CPU, SmolLM2-135M, `make vllm`): routing
 //! on the engines' own metrics as they move, real prefix-cache hits, streams with usage,
-//! tool calls as agents send them, the engines' own errors, a LoRA adapter, an agent
-//! restart and a pod killed mid-stream.
+//! tool calls as agents send them, the official OpenAI SDK's checks, the engines' own
+//! errors, a LoRA adapter, an agent restart and a pod killed mid-stream.
 //!
 //! One test, in steps, because each pod takes 30-70 s to start and 3.5 GiB: the steps
 //! share the pods and run in the order that leaves them usable (the kill is last).
@@ -13,6 +13,9 @@ use infergate_e2e::engine_stack::{BusySeries, EngineStack, chosen, sse_events, w
 use infergate_e2e::engines::{VllmPod, vllm_installed};
 use infergate_e2e::{ModelSpec, Stack, StackSpec};
 use serde_json::{Value, json};
+
+#[path = "../sdk/runner.rs"]
+mod sdk;
 
 const MODEL: &str = "smollm2";
 const ADAPTER: &str = "ad1";
@@ -49,6 +52,7 @@ async fn the_gateway_routes_real_vllm_pods_on_their_own_signals() {
 
     answers_and_streams_with_usage(&engines).await;
     serves_tool_calls(&engines).await;
+    satisfies_the_openai_sdk(&engines).await;
     avoids_the_pod_kept_busy(&engines).await;
     sends_a_shared_prefix_to_the_pod_that_caches_it(&engines).await;
     passes_the_engines_errors_through(&engines).await;
@@ -234,6 +238,12 @@ async fn serves_tool_calls(engines: &EngineStack) {
         assert_eq!(answer.one_call(), json!({"city": "Paris"}), "stream {stream}: {answer:?}");
         assert_eq!(answer.finish_reason, "tool_calls", "stream {stream}: {answer:?}");
     }
+}
+
+/// `tests/sdk/openai_sdk_checks.py`: what the official OpenAI SDK expects, with real
+/// tool calls for a named function.
+async fn satisfies_the_openai_sdk(engines: &EngineStack) {
+    sdk::run_openai_sdk_checks(&engines.stack.gateway_url, MODEL, &["--tools", "calls", "--timeout", "120"]).await;
 }
 
 async fn avoids_the_pod_kept_busy(engines: &EngineStack) {
