@@ -33,15 +33,18 @@ pub fn render_global_bootstrap(
         token_env: options.token_env.clone(),
         explain: options.explain,
     }));
-    let mut filters = vec![json!({
+    let tenant_fallback = config.rate_limits.as_ref().map_or("authorization", |limits| limits.tenant_header.as_str());
+    let mut filters = crate::identity::filters(&config.identity, tenant_fallback);
+    filters.push(json!({
         "name": "envoy.filters.http.wasm",
         "typed_config": wasm::typed_config("infergate-global", "global", &role, options)?,
-    })];
+    }));
     let mut clusters = vec![static_cluster(
         GATEWAYS_CLUSTER,
         config.clusters.iter().map(|c| c.gateway.socket_addr()),
         UpstreamPolicy::Infergate,
     )];
+    clusters.extend(crate::identity::jwks_cluster(&config.identity));
     if let Some(limits) = &config.rate_limits {
         route["route"]["rate_limits"] = descriptors();
         filters.push(rate_limit_filter(limits));

@@ -76,6 +76,7 @@ impl GlobalRouter {
                 })
                 .collect(),
             rate_limits,
+            identity: Default::default(),
         };
         config.validate().expect("the test's global config is valid");
         let dir = tempfile::tempdir().expect("a temp dir");

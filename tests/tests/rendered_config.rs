@@ -50,3 +50,52 @@ fn the_example_global_router_bootstrap_validates() {
         panic!("envoy rejected the global bootstrap:\n{log}");
     }
 }
+
+/// Both ways of giving the JWKS, on the gateway and on the global router, render
+/// bootstraps that Envoy accepts: the header removal, `jwt_authn` and, for a remote
+/// JWKS, the TLS cluster it is fetched through.
+#[test]
+fn identity_from_a_jwt_renders_bootstraps_envoy_accepts() {
+    use infergate_core::config::{IdentitySettings, IdentitySource, JwtSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(
+        &jwks,
+        r#"{"keys":[{"kty":"oct","alg":"HS256","kid":"k1","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"}]}"#,
+    )
+    .unwrap();
+    let identity = |file: Option<String>, uri: Option<&str>| IdentitySettings {
+        source: IdentitySource::Jwt,
+        header: None,
+        jwt: Some(JwtSettings {
+            issuer: "https://auth.example.com/".into(),
+            audiences: vec!["infergate".into()],
+            jwks_file: file,
+            jwks_uri: uri.map(Into::into),
+            claim: "sub".into(),
+        }),
+        required: true,
+    };
+    let options = RenderOptions::new(artifacts::filter_wasm());
+    let global_path = artifacts::workspace_root().join("examples/infergate-global.yaml");
+    for identity in [
+        identity(Some(jwks.display().to_string()), None),
+        identity(None, Some("https://auth.example.com/.well-known/jwks.json")),
+    ] {
+        let mut config = example();
+        config.identity = identity.clone();
+        config.validate().unwrap();
+        let text = render_bootstrap_yaml(&config, &options).unwrap();
+        assert!(text.contains("envoy.filters.http.jwt_authn") && text.contains("x-infergate-identity"));
+        if let Err(log) = artifacts::envoy_validate(&text) {
+            panic!("envoy rejected the gateway with {identity:?}:\n{log}");
+        }
+        let mut global = GlobalRouterConfig::from_yaml_file(&global_path).unwrap();
+        global.identity = identity.clone();
+        global.validate().unwrap();
+        let text = render_global_bootstrap_yaml(&global, &options).unwrap();
+        if let Err(log) = artifacts::envoy_validate(&text) {
+            panic!("envoy rejected the global router with {identity:?}:\n{log}");
+        }
+    }
+}

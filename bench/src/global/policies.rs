@@ -165,6 +165,7 @@ fn config(local: Region, latency_target_ms: f64) -> GlobalRouterConfig {
             })
             .collect(),
         rate_limits: None,
+        identity: Default::default(),
     }
 }
 

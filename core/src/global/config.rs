@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 use crate::config::limits::{Annotate, VERSION};
 use crate::config::limits::{Limit, Rule};
-use crate::config::{ConfigError, FieldPath, GatewaySettings, check_schema_version};
+use crate::config::{ConfigError, FieldPath, GatewaySettings, IdentitySettings, TenantSource, check_schema_version};
 use crate::endpoint::Endpoint;
 
 /// The whole `infergate-global.yaml` document, for the global router (tier 2): its
@@ -30,6 +30,11 @@ pub struct GlobalRouterConfig {
     /// `infergate-ratelimit`; absent, nothing is limited.
     #[serde(default)]
     pub rate_limits: Option<RateLimits>,
+    /// Where a request's tenant comes from, as in `infergate.yaml`: with a `jwt` or
+    /// `trusted-header` identity, the rate limits count a verified tenant, and rotating
+    /// made-up API keys no longer escapes them. Unset, `rate_limits.tenant_header`.
+    #[serde(default)]
+    pub identity: IdentitySettings,
 }
 
 /// Requests and tokens per minute, per tenant and model, counted in Redis so that
@@ -231,6 +236,12 @@ pub struct ClusterConfig {
 }
 
 impl GlobalRouterConfig {
+    /// Where the global router reads each request's tenant.
+    pub fn tenant_source(&self) -> TenantSource {
+        let fallback = self.rate_limits.as_ref().map_or("authorization", |limits| limits.tenant_header.as_str());
+        self.identity.tenant_source(fallback)
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let root = FieldPath::root();
         check_schema_version(self.version, &root)?;
@@ -244,6 +255,7 @@ impl GlobalRouterConfig {
         let targets = global.key("targets");
         LATENCY_TTFT_MS.check_number(self.global.targets.latency_ttft_ms, &targets)?;
         BATCH_TTFT_MS.check_number(self.global.targets.batch_ttft_ms, &targets)?;
+        self.identity.validate(&root.key("identity"))?;
         if let Some(limits) = &self.rate_limits {
             let path = root.key("rate_limits");
             if limits.tenant_header.trim().is_empty() || limits.tenant_header.starts_with("x-infergate-") {

@@ -27,6 +27,7 @@ fn config() -> GlobalRouterConfig {
             cluster("west", "west", 9003, 1.0),
         ],
         rate_limits: None,
+        identity: Default::default(),
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use infergate_core::ApiError;
+use infergate_core::config::TenantSource;
 use infergate_core::filter_config::GlobalRole;
 use infergate_core::global::metering::UsageReport;
 use infergate_core::global::{ClusterSummary, GlobalDecision, GlobalRouterConfig, RequestClass, rank_clusters};
@@ -65,11 +66,12 @@ pub struct GlobalShared {
     summaries: RefCell<Vec<Option<ClusterSummary>>>,
     metrics: GlobalMetrics,
     metering: Option<Metering>,
+    /// Where each request's tenant is read (`identity`, else the rate limits' header).
+    tenant: TenantSource,
 }
 
 /// Token accounting for the global rate limits.
 struct Metering {
-    tenant_header: String,
     /// The bearer token of usage reports, from the environment.
     token: String,
     /// Usage reports waiting for the next tick, which sends them in one call.
@@ -86,8 +88,8 @@ struct Backlog {
 
 impl GlobalShared {
     pub fn new(host: Rc<dyn Host>, role: GlobalRole) -> Self {
-        let metering = role.config.rate_limits.as_ref().map(|limits| Metering {
-            tenant_header: limits.tenant_header.clone(),
+        let tenant = role.config.tenant_source();
+        let metering = role.config.rate_limits.as_ref().map(|_| Metering {
             token: host.env_var(&role.token_env).unwrap_or_default().trim().to_string(),
             pending: RefCell::new(Vec::new()),
         });
@@ -99,6 +101,7 @@ impl GlobalShared {
         }
         Self {
             metering,
+            tenant,
             summaries: RefCell::new(vec![None; role.config.clusters.len()]),
             metrics: GlobalMetrics::define(&host, &role.config),
             config: role.config,

@@ -89,8 +89,13 @@ impl FrontRole for GlobalRequest {
                 ApiError::invalid_request("invalid_class", None, "`x-infergate-class` must be `latency` or `batch`.")
             })?;
         }
-        if let Some(metering) = &self.shared.metering {
-            self.tenant = Some(tenant_id(headers.get(&metering.tenant_header)));
+        let source = &self.shared.tenant;
+        let value = headers.get(&source.header).filter(|v| !v.trim().is_empty());
+        if value.is_none() && source.required {
+            return Err(ApiError::missing_identity());
+        }
+        if self.shared.metering.is_some() {
+            self.tenant = Some(tenant_id(value));
         }
         Ok(())
     }

@@ -1,3 +1,4 @@
+use infergate_core::config::{IdentitySettings, IdentitySource, JwtSettings};
 use infergate_core::wire::{cluster, header, path};
 
 use crate::host::events::Flow;
@@ -161,4 +162,45 @@ fn a_summary_for_another_cluster_name_does_not_count() {
     stream.respond_headers("127.0.0.1:8080", 200, "application/json", false);
     let decision = stream.response_header(header::DECISION).unwrap_or_default().to_string();
     assert!(!decision.contains("north") && decision.contains("no-summary"), "{decision}");
+}
+
+/// A global router whose tenant is the verified identity `jwt_authn` writes.
+fn with_verified_identity(required: bool) -> Global {
+    let envoy = FakeEnvoy::new();
+    envoy.set_env(TOKEN_ENV, TOKEN);
+    let mut config = global_router_config();
+    config.identity = IdentitySettings {
+        source: IdentitySource::Jwt,
+        jwt: Some(JwtSettings {
+            issuer: "https://auth.example.com/".into(),
+            audiences: vec![],
+            jwks_file: Some("/etc/jwks.json".into()),
+            jwks_uri: None,
+            claim: "sub".into(),
+        }),
+        required,
+        header: None,
+    };
+    let control = envoy.start(VM_ID, &control_config());
+    let workers = vec![envoy.start(VM_ID, &global_config(config))];
+    Global { envoy, control, workers }
+}
+
+#[test]
+fn with_a_verified_identity_rotating_api_keys_stay_one_tenant_for_the_limits() {
+    let global = with_verified_identity(true);
+    let now = global.envoy.now_ms();
+    assert_eq!(global.store(&summary("east", 1, now, 50.0)), 204);
+    let tenants: Vec<Option<String>> = ["Bearer made-up-1", "Bearer made-up-2", "Bearer made-up-3"]
+        .iter()
+        .map(|key| {
+            let stream = global.route(0, &[("authorization", key), (header::IDENTITY, "acme")]);
+            stream.request_header(header::TENANT).map(str::to_string)
+        })
+        .collect();
+    assert!(tenants[0].is_some(), "no tenant set: {tenants:?}");
+    assert!(tenants.iter().all(|t| *t == tenants[0]), "{tenants:?}");
+    // A key alone, without the identity jwt_authn writes, is refused.
+    let stream = global.route(0, &[("authorization", "Bearer made-up-4")]);
+    assert_eq!(stream.reply().map(|r| r.status), Some(401));
 }
