@@ -55,6 +55,7 @@ impl FleetConfig {
                 discovery: None,
                 profile: None,
                 weights: None,
+                disaggregation: None,
             }],
             models,
         };
@@ -107,7 +108,13 @@ impl Scraper {
                 learner.apply(&mut s);
                 s
             });
-            pods.push(PodState { address, ready: true, scraped_at_ms: Some(now_ms), signals: parsed.clone() });
+            pods.push(PodState {
+                address,
+                ready: true,
+                role: Default::default(),
+                scraped_at_ms: Some(now_ms),
+                signals: parsed.clone(),
+            });
             signals.push(parsed);
         }
         self.sequence += 1;

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::RoutingConfig;
+use crate::config::{PodRole, RoutingConfig};
 use crate::endpoint::Endpoint;
 use crate::replicas::{DigestError, ReplicaDigest};
 
@@ -48,6 +48,10 @@ pub struct PodState {
     pub address: Endpoint,
     /// False when discovery says the pod is not ready; such a pod is never chosen.
     pub ready: bool,
+    /// What the pod does in a disaggregated pool (`both` elsewhere), from the pool's
+    /// static lists or its role label. Absent in an older agent's snapshot: `both`.
+    #[serde(default)]
+    pub role: PodRole,
     /// Unix ms of the last successful scrape, absent if none succeeded yet.
     pub scraped_at_ms: Option<u64>,
     /// What the last successful scrape said, absent if none succeeded yet.
@@ -57,7 +61,7 @@ pub struct PodState {
 impl PodState {
     /// A ready pod whose scrape at `scraped_at_ms` said `signals`.
     pub fn scraped(address: Endpoint, scraped_at_ms: u64, signals: PodSignals) -> Self {
-        Self { address, ready: true, scraped_at_ms: Some(scraped_at_ms), signals: Some(signals) }
+        Self { address, ready: true, role: PodRole::Both, scraped_at_ms: Some(scraped_at_ms), signals: Some(signals) }
     }
 }
 
@@ -239,6 +243,7 @@ mod tests {
                 pods: vec![PodState {
                     address,
                     ready: true,
+                    role: Default::default(),
                     scraped_at_ms: Some(1_700_000_000_000),
                     signals: Some(PodSignals {
                         waiting: Some(2.0),

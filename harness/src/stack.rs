@@ -236,6 +236,7 @@ impl Stack {
                 discovery: None,
                 profile: None,
                 weights: None,
+                disaggregation: None,
             })
             .collect();
         let models = spec

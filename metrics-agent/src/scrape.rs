@@ -240,6 +240,7 @@ impl FleetScraper {
                 PodState {
                     address: endpoint,
                     ready: !matches!(error, ScrapeError::Unreachable(_)),
+                    role: previous.map(|p| p.role).unwrap_or_default(),
                     scraped_at_ms: previous.and_then(|p| p.scraped_at_ms),
                     signals: previous.and_then(|p| p.signals.clone()),
                 }
@@ -298,5 +299,5 @@ impl FleetScraper {
 /// A pod that was never scraped: listed so that the filter may send it load-only
 /// traffic, with no signals.
 fn unscraped(address: Endpoint) -> PodState {
-    PodState { address, ready: true, scraped_at_ms: None, signals: None }
+    PodState { address, ready: true, role: Default::default(), scraped_at_ms: None, signals: None }
 }

@@ -205,6 +205,21 @@ pub const POOL_ENDPOINTS: Limit = Limit::new(
 pub const METRICS_PATH: Limit = Limit::new("metrics_path", Rule::Text("a URL path starting with '/', without spaces"));
 pub const POOL_DISCOVERY: Limit = Limit::new("discovery", Rule::Text("exactly one of `pods` and `inference_pool`"));
 pub const POOL: &[Limit] = &[POOL_NAME, POOL_ENDPOINTS, METRICS_PATH, POOL_DISCOVERY, WEIGHTS_NOT_ALL_ZERO];
+// `pools[].disaggregation` (Disaggregation).
+pub const KV_BYTES_PER_TOKEN: Limit = Limit::new("kv_bytes_per_token", Rule::AtLeast(1));
+pub const TRANSFER_GB_PER_S: Limit = Limit::new("transfer_gb_per_s", Rule::Positive);
+pub const PREFILL_TIMEOUT_MS: Limit = Limit::new("prefill_timeout_ms", Rule::AtLeast(1));
+pub const ROLE_LABEL: Limit = Limit::new("role_label", Rule::Text("a Kubernetes label key"));
+pub const ROLE_ENDPOINTS: Rule =
+    Rule::Text("endpoints of the pool's `endpoints`, none in both `prefill_endpoints` and `decode_endpoints`");
+pub const DISAGGREGATION: &[Limit] = &[
+    KV_BYTES_PER_TOKEN,
+    TRANSFER_GB_PER_S,
+    PREFILL_TIMEOUT_MS,
+    ROLE_LABEL,
+    Limit::new("prefill_endpoints", ROLE_ENDPOINTS),
+    Limit::new("decode_endpoints", ROLE_ENDPOINTS),
+];
 pub const K8S_NAME: Rule = Rule::Text("a Kubernetes name (RFC 1123 label: 1 to 63 lower-case letters, digits and `-`)");
 pub const POD_SELECTOR: &[Limit] = &[
     Limit::new("namespace", K8S_NAME),

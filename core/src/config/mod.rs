@@ -2,6 +2,7 @@
 //! agent and the rendered Envoy config.
 
 mod admission;
+mod disaggregation;
 mod discovery;
 mod error;
 mod flow_control;
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 pub use admission::{AdmissionSettings, Criticality};
+pub use disaggregation::{DisaggMode, Disaggregation, PodRole, SplitPolicy};
 pub use discovery::{Discovery, DiscoverySource, InferencePoolRef, PodSelector};
 pub use error::{ConfigError, FieldPath, Location, PathSegment};
 pub use flow_control::{BandLimits, BandSettings, Bands, Fairness, FlowControlSettings, QueueOrder};

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::limits;
 
 use super::admission::Criticality;
+use super::disaggregation::{Disaggregation, PodRole};
 use super::discovery::Discovery;
 use super::flow_control::FlowControlSettings;
 use super::scoring::{Profile, RoutingSettings, Weights};
@@ -57,6 +58,10 @@ pub struct PoolConfig {
     /// pool takes `routing.weights`, else its profile's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Weights>,
+    /// Prefill/decode disaggregation: which pods only prefill or only decode, and how a
+    /// request is split between two. Unset, every request is served whole on one pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation: Option<Disaggregation>,
 }
 
 /// A served model name and where it lives.
@@ -95,7 +100,14 @@ impl PoolConfig {
             discovery: None,
             profile: None,
             weights: None,
+            disaggregation: None,
         }
+    }
+
+    /// The role the static configuration gives `endpoint` (discovered pods get theirs
+    /// from a label, in the snapshot).
+    pub fn role_of(&self, endpoint: Endpoint) -> PodRole {
+        self.disaggregation.as_ref().map_or(PodRole::Both, |d| d.role_of(endpoint))
     }
 
     /// Where the agent scrapes this pool's pods.

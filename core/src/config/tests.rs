@@ -70,6 +70,18 @@ fn semantic_errors_name_the_field() {
         ),
         ("version: 1\npools: [{name: a, endpoints: []}]\nmodels: [{name: m, pool: a}]\n", "pools[0].endpoints"),
         (
+            "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1], disaggregation: {prefill_endpoints: [127.0.0.1:2]}}]\nmodels: [{name: m, pool: a}]\n",
+            "pools[0].disaggregation.prefill_endpoints[0]",
+        ),
+        (
+            "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1, 127.0.0.1:2], disaggregation: {prefill_endpoints: [127.0.0.1:2], decode_endpoints: [127.0.0.1:1, 127.0.0.1:2]}}]\nmodels: [{name: m, pool: a}]\n",
+            "pools[0].disaggregation.decode_endpoints[1]",
+        ),
+        (
+            "version: 1\npools: [{name: a, endpoints: [127.0.0.1:1], disaggregation: {transfer_gb_per_s: 0}}]\nmodels: [{name: m, pool: a}]\n",
+            "pools[0].disaggregation.transfer_gb_per_s",
+        ),
+        (
             "version: 1\nrouting: {admission: {kv_cache_threshold: 1.5}}\npools: [{name: a, endpoints: [127.0.0.1:1]}]\nmodels: [{name: m, pool: a}]\n",
             "routing.admission.kv_cache_threshold",
         ),

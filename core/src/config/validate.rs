@@ -89,6 +89,9 @@ pub(crate) fn check_pools(pools: &[PoolConfig], at: &FieldPath) -> Result<(), Co
         if let Some(weights) = &pool.weights {
             check_weights(weights, &here.key("weights"))?;
         }
+        if let Some(disaggregation) = &pool.disaggregation {
+            disaggregation.check(&pool.endpoints, &here.key("disaggregation"))?;
+        }
     }
     Ok(())
 }

@@ -211,6 +211,7 @@ mod summarizing {
             discovery: None,
             profile: None,
             weights: None,
+            disaggregation: None,
         };
         Snapshot {
             version: SNAPSHOT_VERSION,

@@ -9,7 +9,7 @@ use super::adapter_drain::AdapterDrain;
 use super::adapter_loads::AdapterLoads;
 use super::ledger::{LoadLedger, PodLoad};
 use super::tables::PodTables;
-use crate::config::{LearnedSpeeds, PoolConfig, RoutingSettings};
+use crate::config::{LearnedSpeeds, PodRole, PoolConfig, RoutingSettings};
 use crate::endpoint::Endpoint;
 use crate::prefix::{PrefixChain, PrefixIndex};
 use crate::scoring::{AdapterState, Candidate, LearnedRates};
@@ -207,6 +207,8 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
     let mut candidate = Candidate {
         endpoint: pod.address,
+        // A role label the agent read wins; otherwise the pool's static lists.
+        role: if pod.role == PodRole::Both { inputs.pool.role_of(pod.address) } else { pod.role },
         waiting: f64::from(in_flight),
         running: f64::from(in_flight),
         pending_prefill_tokens: load.pending_prefill_tokens as f64,
@@ -318,6 +320,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
     let in_flight = f64::from(load.in_flight);
     Candidate {
         endpoint,
+        role: inputs.pool.role_of(endpoint),
         waiting: in_flight,
         running: in_flight,
         pending_prefill_tokens: load.pending_prefill_tokens as f64,

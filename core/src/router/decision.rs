@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::disagg::{PrefillLeg, SplitVerdict};
 use crate::config::{Criticality, Profile, RoutingSettings, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{AdapterLoad, PrefixChain};
@@ -117,6 +118,10 @@ pub struct Decision {
     /// with the highest score, unless the runner-up holds it, so that the explanation
     /// says why the owner lost.
     pub owner: Option<PodReport>,
+    /// In a disaggregated pool: whether the request is split, and why.
+    pub split: Option<SplitVerdict>,
+    /// The prefill leg of a split request; the decode pod is `chosen`.
+    pub prefill: Option<PrefillLeg>,
 }
 
 impl Decision {
@@ -158,6 +163,9 @@ impl Decision {
         if let Some(owner) = &self.owner {
             out.push_str("; owner=");
             owner.describe(&mut out);
+        }
+        if let Some(split) = &self.split {
+            split.describe(self.prefill.as_ref(), &mut out);
         }
         out
     }

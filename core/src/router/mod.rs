@@ -10,6 +10,7 @@ mod calibration;
 mod candidates;
 pub mod chars_per_token;
 mod decision;
+pub mod disagg;
 mod ledger;
 pub mod model_list;
 mod tables;
@@ -34,6 +35,7 @@ pub use calibration::TtftCalibration;
 use candidates::BurstGuess;
 pub use chars_per_token::CharsPerToken;
 pub use decision::{Decision, DecisionBasis, PodReport, Routing};
+pub use disagg::{PrefillLeg, SplitReason, SplitVerdict};
 pub use ledger::{LoadLedger, LocalLedger, PodLoad};
 use tables::PodTables;
 
@@ -336,6 +338,14 @@ impl Router {
         if !eligible.iter().any(|ok| *ok) {
             eligible.iter_mut().for_each(|ok| *ok = true);
         }
+        // In a disaggregated pool the first stage picks the decode pod: prefill-only pods
+        // are out, unless no other pod is ready.
+        if pool.disaggregation.is_some() && candidates.iter().any(|c| c.role.decodes()) {
+            eligible.iter_mut().zip(candidates.iter()).for_each(|(ok, c)| *ok &= c.role.decodes());
+            if !eligible.iter().any(|ok| *ok) {
+                eligible.iter_mut().zip(candidates.iter()).for_each(|(ok, c)| *ok = c.role.decodes());
+            }
+        }
         let totals = &tables.totals;
         let ranked = rank_top(totals, eligible, settings.ranked_endpoints, &mut self.rng, &mut tables.order);
         let Some(&first) = ranked.first() else {
@@ -357,9 +367,38 @@ impl Router {
                 return Ok(hold(Some(chosen.ttft.ttft_ms)));
             }
         }
-        let pending_prefill_tokens =
-            settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64;
+        // The second stage, in a disaggregated pool: the prefill pod, and whether to split.
+        let (split, prefill) = match &pool.disaggregation {
+            None => (None, None),
+            Some(disaggregation) => {
+                eligible.iter_mut().zip(candidates.iter()).for_each(|(ok, c)| {
+                    *ok = c.role.prefills() && c.endpoint != chosen.endpoint;
+                });
+                let order = &mut tables.order;
+                let ranked = rank_top(totals, eligible, settings.ranked_endpoints, &mut self.rng, order);
+                let best = ranked.first().and_then(|&i| report(i));
+                let verdict = disagg::verdict(disaggregation, shape.prompt_tokens, &chosen, best.as_ref());
+                let leg = best.filter(|_| verdict.split).map(|report| PrefillLeg {
+                    endpoints: ranked.iter().filter_map(|&i| candidates.get(i).map(|c| c.endpoint)).collect(),
+                    pending_prefill_tokens: settings
+                        .cost
+                        .prefill_work_tokens(shape.prompt_tokens, report.cached_tokens)
+                        .max(1.0) as u64,
+                    report,
+                });
+                (Some(verdict), leg)
+            }
+        };
+        // A split request's decode pod only computes the prompt's last token.
+        let pending_prefill_tokens = if prefill.is_some() {
+            1
+        } else {
+            settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64
+        };
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+        if let Some(leg) = &prefill {
+            ledger.update(leg.endpoint(), 1, i64::try_from(leg.pending_prefill_tokens).unwrap_or(i64::MAX));
+        }
         if self.replicas > 1 {
             let close = self.last_decision_ms.is_some_and(|last| now_ms.saturating_sub(last) <= BURST_GAP_MS);
             self.burstiness += BURSTINESS_WEIGHT * (f64::from(u8::from(close)) - self.burstiness);
@@ -386,6 +425,8 @@ impl Router {
             chosen,
             runner_up,
             owner,
+            split,
+            prefill,
         };
         // The chosen pod will hold the prompt's blocks once this prefill runs, and a
         // request with the same prefix queued behind it there finds them: the claim is
@@ -397,6 +438,10 @@ impl Router {
         let matched_keys = decision.prefix.keys_through(decision.chosen.matched_blocks);
         self.prefix.mark_reused(decision.chosen.endpoint, &decision.prefix.keys, matched_keys);
         self.record_claim(decision.chosen.endpoint, &decision.prefix, decision.adapter_load.as_ref());
+        if let Some(leg) = &decision.prefill {
+            // The prefill pod computed the prompt: its cache holds it too.
+            self.record_prefix(leg.endpoint(), &decision.prefix);
+        }
         Ok(Routing::Routed(Box::new(decision)))
     }
 
@@ -404,6 +449,12 @@ impl Router {
     /// longer waits on the pod it was counted on.
     pub fn prefill_done(&mut self, counted_on: Endpoint, pending_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
         ledger.update(counted_on, 0, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+    }
+
+    /// A split request's prefill leg has ended, answered or not: it no longer counts on
+    /// its prefill pod.
+    pub fn prefill_leg_done(&mut self, leg: &PrefillLeg, ledger: &mut dyn LoadLedger) {
+        ledger.update(leg.endpoint(), -1, -i64::try_from(leg.pending_prefill_tokens).unwrap_or(i64::MAX));
     }
 
     /// A streamed answer's first token came `observed_ms` after the decision that

@@ -15,6 +15,7 @@ fn pool(name: &str, ports: &[u16]) -> PoolConfig {
         discovery: None,
         profile: None,
         weights: None,
+        disaggregation: None,
     }
 }
 
@@ -185,7 +186,7 @@ fn unknown_kv_use_alone_keeps_the_reported_queue() {
 #[test]
 fn a_pod_without_metrics_yet_is_usable_but_not_preferred() {
     let mut pods = vec![pod(1, 0.0, 0.1, 1_000), pod(2, 0.0, 0.1, 1_000)];
-    pods.push(PodState { address: ep(3), ready: true, scraped_at_ms: None, signals: None });
+    pods.push(PodState { address: ep(3), ready: true, role: Default::default(), scraped_at_ms: None, signals: None });
     let (mut router, mut ledger) = router_with(pods);
     let d = router.route(&request("base"), 1_010, &mut ledger).unwrap();
     assert_ne!(d.endpoints[0], ep(3));
@@ -296,7 +297,7 @@ fn an_adapter_request_never_goes_to_a_pod_that_reports_no_lora_slots() {
     let mut pods = vec![
         pod(1, 6.0, 0.6, 1_000),
         pod(2, 0.0, 0.0, 1_000),
-        PodState { address: ep(3), ready: true, scraped_at_ms: None, signals: None },
+        PodState { address: ep(3), ready: true, role: Default::default(), scraped_at_ms: None, signals: None },
     ];
     pods[1].signals.as_mut().unwrap().max_loras = None;
     let (mut router, mut ledger) = router_with(pods.clone());
@@ -530,7 +531,13 @@ fn a_new_prefix_goes_to_a_pod_whose_prefix_cache_has_room() {
 fn other_replicas_in_flight_requests_count_on_pods_without_metrics() {
     // Pods 1-3 have not reported: the ranking is on in-flight counts, and the other
     // replicas have five requests on pod 1 and two on pod 2.
-    let unscraped = |port| PodState { address: ep(port), ready: true, scraped_at_ms: None, signals: None };
+    let unscraped = |port| PodState {
+        address: ep(port),
+        ready: true,
+        role: Default::default(),
+        scraped_at_ms: None,
+        signals: None,
+    };
     let mut snap = snapshot("a", vec![unscraped(1), unscraped(2), unscraped(3)]);
     snap.peers.load = vec![
         crate::replicas::PeerLoad { pod: ep(1), in_flight: 5, pending_prefill_tokens: 5_000 },

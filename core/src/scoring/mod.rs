@@ -19,7 +19,7 @@ mod rank;
 mod replica_share;
 mod running_requests;
 
-use crate::config::{CostDefaults, Profile, Weights};
+use crate::config::{CostDefaults, PodRole, Profile, Weights};
 use crate::endpoint::Endpoint;
 pub use conversation_affinity::keep_conversation;
 pub use kv_cache::over_threshold;
@@ -83,6 +83,8 @@ pub struct LearnedRates {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     pub endpoint: Endpoint,
+    /// What the pod does in a disaggregated pool (`both` elsewhere).
+    pub role: PodRole,
     /// Waiting requests, plus what was sent to the pod since its last scrape; or, when
     /// its signals are stale, its in-flight count.
     pub waiting: f64,
@@ -174,6 +176,7 @@ pub fn ttft_totals(
 #[cfg(test)]
 pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) -> Candidate {
     Candidate {
+        role: PodRole::Both,
         endpoint: Endpoint::new(std::net::SocketAddr::from(([10, 0, 0, 1], port))),
         waiting,
         running,

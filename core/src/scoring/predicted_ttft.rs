@@ -98,6 +98,8 @@ pub struct TtftBreakdown {
     /// Wait for the KV cache to free room for our prompt (already in `queue_ms`).
     pub kv_wait_ms: f64,
     pub prefill_ms: f64,
+    /// One decode step of the pod (`prefill_ms` ends with one).
+    pub step_ms: f64,
     pub adapter_ms: f64,
     pub decode_ms: f64,
     pub penalty_ms: f64,
@@ -183,6 +185,7 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         queue_ms,
         kv_wait_ms,
         prefill_ms,
+        step_ms,
         adapter_ms,
         decode_ms,
         penalty_ms,

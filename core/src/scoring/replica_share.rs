@@ -171,6 +171,7 @@ mod tests {
             queue_ms: 0.0,
             kv_wait_ms: 0.0,
             prefill_ms,
+            step_ms: 0.0,
             adapter_ms: 0.0,
             decode_ms: 0.0,
             penalty_ms: 0.0,
@@ -191,7 +192,13 @@ mod tests {
         let pods = candidates
             .iter()
             .enumerate()
-            .map(|(i, c)| PodState { address: c.endpoint, ready: ready(i), scraped_at_ms: None, signals: None })
+            .map(|(i, c)| PodState {
+                address: c.endpoint,
+                ready: ready(i),
+                role: Default::default(),
+                scraped_at_ms: None,
+                signals: None,
+            })
             .collect();
         vec![PoolState { name: "fleet".into(), pods }]
     }

@@ -1,0 +1,209 @@
+use super::*;
+use crate::config::{Disaggregation, ModelConfig, PodRole, PoolConfig, RoutingConfig, RoutingSettings, SplitPolicy};
+use crate::request::InferenceRequest;
+use crate::router::{LoadLedger, LocalLedger, Router};
+use crate::scoring::{AdapterState, TtftBreakdown};
+use crate::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
+
+fn ep(port: u16) -> Endpoint {
+    Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+fn report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms: f64) -> PodReport {
+    let step_ms = 20.0;
+    PodReport {
+        endpoint: ep(port),
+        total: 0.0,
+        waiting: 0.0,
+        running,
+        kv_cache_usage: Some(0.2),
+        matched_blocks: 0,
+        cached_tokens,
+        adapter: AdapterState::NotNeeded,
+        ttft: TtftBreakdown {
+            queue_ms,
+            kv_wait_ms: 0.0,
+            prefill_ms: prefill_ms + step_ms,
+            step_ms,
+            adapter_ms: 0.0,
+            decode_ms: 0.0,
+            penalty_ms: 0.0,
+            impact_ms: 0.0,
+            resident_ms: 0.0,
+            evict_ms: 0.0,
+            ttft_ms: queue_ms + prefill_ms + step_ms,
+            total_ms: queue_ms + prefill_ms + step_ms,
+        },
+    }
+}
+
+#[test]
+fn a_long_prompt_to_a_busy_decode_pod_is_split() {
+    let settings = Disaggregation::default();
+    let decode = report(1, 32.0, 0.0, 400.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let v = verdict(&settings, 5_000.0, &decode, Some(&prefill));
+    assert!(v.split, "{v:?}");
+    assert_eq!(v.reason, SplitReason::Gain);
+    // 5,000 tokens × 128 KiB at 25 GB/s.
+    assert!((v.transfer_ms - 26.2).abs() < 0.1, "{}", v.transfer_ms);
+    assert!((v.interference_ms - 32.0 * 400.0).abs() < 1e-6);
+}
+
+#[test]
+fn an_idle_decode_pod_serves_the_request_whole() {
+    let decode = report(1, 0.0, 0.0, 400.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+    assert!(v.split_ttft_ms > v.whole_ttft_ms);
+}
+
+#[test]
+fn a_prompt_the_decode_pod_mostly_holds_is_not_split() {
+    let decode = report(1, 32.0, 4_900.0, 10.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::ShortPrompt), "{v:?}");
+    assert_eq!(v.uncached_tokens, 100.0);
+}
+
+#[test]
+fn a_queued_prefill_pod_loses_to_a_busy_decode_pod() {
+    // Two seconds of prefill queued on the prefill pod cost more than the stall of
+    // four decodes.
+    let decode = report(1, 4.0, 0.0, 100.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 100.0, 2_000.0);
+    let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+}
+
+#[test]
+fn policies_always_and_never_skip_the_comparison() {
+    let decode = report(1, 0.0, 0.0, 1.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 1.0, 0.0);
+    let always = Disaggregation { split: SplitPolicy::Always, ..Default::default() };
+    assert_eq!(verdict(&always, 10.0, &decode, Some(&prefill)).reason, SplitReason::Always);
+    assert_eq!(verdict(&always, 10.0, &decode, None).reason, SplitReason::NoPrefillPod);
+    let never = Disaggregation { split: SplitPolicy::Never, ..Default::default() };
+    let busy = report(1, 64.0, 0.0, 900.0, 0.0);
+    assert_eq!(verdict(&never, 9_000.0, &busy, Some(&prefill)).reason, SplitReason::Never);
+}
+
+// The router's two stages, on a pool of two prefill pods (1, 2), two decode pods (3, 4)
+// and one that does both (5).
+
+fn pd_config(split: SplitPolicy) -> RoutingConfig {
+    let mut pool = PoolConfig::static_endpoints("pd", (1..=5).map(ep).collect());
+    pool.disaggregation = Some(Disaggregation {
+        split,
+        prefill_endpoints: vec![ep(1), ep(2)],
+        decode_endpoints: vec![ep(3), ep(4)],
+        ..Default::default()
+    });
+    RoutingConfig {
+        settings: RoutingSettings::default(),
+        flow_control: Default::default(),
+        pools: vec![pool],
+        models: vec![ModelConfig::base("m", "pd")],
+    }
+}
+
+fn pd_router(split: SplitPolicy, running: [f64; 5]) -> Router {
+    let config = pd_config(split);
+    let pods = (1..=5u16)
+        .zip(running)
+        .map(|(port, running)| {
+            let signals = PodSignals {
+                waiting: Some(0.0),
+                running: Some(running),
+                kv_cache_usage: Some(0.1),
+                prefill_tokens_per_s: Some(10_000.0),
+                decode_step_ms: Some(20.0),
+                ..Default::default()
+            };
+            PodState::scraped(ep(port), 1_000, signals)
+        })
+        .collect();
+    let snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        sequence: 1,
+        created_at_ms: 1_000,
+        routing: config.clone(),
+        pools: vec![PoolState { name: "pd".into(), pods }],
+        peers: Default::default(),
+    };
+    let mut router = Router::new(config, 7);
+    router.apply_snapshot(snapshot, &LocalLedger::default());
+    router
+}
+
+fn long_prompt(words: usize) -> InferenceRequest {
+    let text: String = (0..words).map(|i| format!("w{i} ")).collect();
+    InferenceRequest::of_text("m", text.as_bytes(), &RoutingSettings::default().prefix)
+}
+
+#[test]
+fn a_split_request_decodes_on_a_decode_pod_and_prefills_on_a_prefill_pod() {
+    let mut router = pd_router(SplitPolicy::Predicted, [0.0, 0.0, 24.0, 30.0, 40.0]);
+    let mut ledger = LocalLedger::default();
+    let d = router.route(&long_prompt(4_000), 1_010, &mut ledger).unwrap();
+    let leg = d.prefill.as_ref().expect("split");
+    assert_eq!(d.split.map(|s| s.reason), Some(SplitReason::Gain), "{}", d.explain());
+    assert!([ep(3), ep(4), ep(5)].contains(&d.chosen.endpoint), "{}", d.explain());
+    assert!([ep(1), ep(2), ep(5)].contains(&leg.endpoint()), "{}", d.explain());
+    assert_ne!(leg.endpoint(), d.chosen.endpoint);
+    assert!(d.explain().contains("pd=split reason=gain"), "{}", d.explain());
+    assert!(d.explain().contains(&format!("prefill={}", leg.endpoint())), "{}", d.explain());
+    // Both pods count the request; the decode pod only its last token's prefill.
+    assert_eq!(ledger.load(d.chosen.endpoint).pending_prefill_tokens, 1);
+    assert_eq!(ledger.load(leg.endpoint()).in_flight, 1);
+    assert!(ledger.load(leg.endpoint()).pending_prefill_tokens > 1_000);
+    router.prefill_leg_done(leg, &mut ledger);
+    assert_eq!((ledger.load(leg.endpoint()).in_flight, ledger.load(leg.endpoint()).pending_prefill_tokens), (0, 0));
+}
+
+#[test]
+fn a_prefill_only_pod_never_decodes() {
+    // The prefill pods are idle and the decode-capable ones are loaded: still, the
+    // decode goes to a pod that decodes.
+    let mut router = pd_router(SplitPolicy::Never, [0.0, 0.0, 60.0, 60.0, 60.0]);
+    let mut ledger = LocalLedger::default();
+    for i in 0..20 {
+        let d = router.route(&long_prompt(50 + i), 1_010, &mut ledger).unwrap();
+        assert!(![ep(1), ep(2)].contains(&d.chosen.endpoint), "{}", d.explain());
+        assert!(d.prefill.is_none());
+        assert_eq!(d.split.map(|s| s.reason), Some(SplitReason::Never));
+    }
+}
+
+#[test]
+fn a_short_prompt_is_served_whole() {
+    let mut router = pd_router(SplitPolicy::Predicted, [0.0, 0.0, 24.0, 30.0, 40.0]);
+    let d = router.route(&long_prompt(20), 1_010, &mut LocalLedger::default()).unwrap();
+    assert!(d.prefill.is_none(), "{}", d.explain());
+    assert!(d.explain().contains("pd=whole reason=short-prompt"), "{}", d.explain());
+}
+
+#[test]
+fn a_pool_without_disaggregation_explains_no_split() {
+    let mut config = pd_config(SplitPolicy::Always);
+    if let Some(pool) = config.pools.first_mut() {
+        pool.disaggregation = None;
+    }
+    let mut router = Router::new(config, 1);
+    let d = router.route(&long_prompt(4_000), 0, &mut LocalLedger::default()).unwrap();
+    assert!(d.split.is_none() && d.prefill.is_none());
+    assert!(!d.explain().contains("pd="));
+}
+
+#[test]
+fn roles_follow_the_static_lists() {
+    let config = pd_config(SplitPolicy::Predicted);
+    let pool = config.pools.first().unwrap();
+    assert_eq!(pool.role_of(ep(1)), PodRole::Prefill);
+    assert_eq!(pool.role_of(ep(4)), PodRole::Decode);
+    assert_eq!(pool.role_of(ep(5)), PodRole::Both);
+    assert_eq!(PodRole::from_label("prefill-decode"), Some(PodRole::Both));
+    assert_eq!(PodRole::from_label("Prefill"), None);
+}
