@@ -276,10 +276,14 @@ impl Engine {
             let Some(request) = self.waiting.remove(index) else {
                 break;
             };
-            let cached = (allocation.hit_blocks * u64::from(block_size)).min(u64::from(request.prompt_tokens) - 1);
-            let cached = u32::try_from(cached).unwrap_or(0);
+            let local = (allocation.hit_blocks * u64::from(block_size)).min(u64::from(request.prompt_tokens) - 1);
+            let local = u32::try_from(local).unwrap_or(0);
             self.prefix_queries += u64::from(request.prompt_tokens);
-            self.prefix_hits += u64::from(cached);
+            self.prefix_hits += u64::from(local);
+            // A transferred prompt is computed but for its last token (the blocks it
+            // fills are then in this pod's prefix cache, as vLLM keeps them); only the
+            // local hits count as prefix-cache hits.
+            let cached = if request.kv_transferred { request.prompt_tokens - 1 } else { local };
             if let Some(adapter) = &request.adapter {
                 self.lora.start_using(adapter, now);
             }

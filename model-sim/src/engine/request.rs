@@ -16,6 +16,10 @@ pub struct SimRequest {
     pub block_hashes: Vec<u64>,
     pub output_tokens: u32,
     pub adapter: Option<String>,
+    /// The decode leg of a split request: a prefill pod computed the prompt and its KV
+    /// cache arrives with the request (vLLM's `kv_transfer_params` with
+    /// `do_remote_prefill`), so only the last prompt token is computed here.
+    pub kv_transferred: bool,
 }
 
 impl SimRequest {
@@ -36,7 +40,16 @@ impl SimRequest {
             block_hashes: block_hashes(prompt, adapter.as_deref(), block_size),
             output_tokens: output_tokens.max(1),
             adapter,
+            kv_transferred: false,
         }
+    }
+
+    /// The same request as the decode leg of a split: its prompt's KV comes from the
+    /// prefill pod.
+    #[must_use]
+    pub fn with_transferred_kv(mut self) -> Self {
+        self.kv_transferred = true;
+        self
     }
 }
 

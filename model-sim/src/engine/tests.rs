@@ -188,3 +188,22 @@ fn a_decode_step_reads_every_running_requests_context() {
     // 199,000 more tokens of FP8 KV at 19.6 ns each: 3.9 ms more per step.
     assert!((long - short - 199_000.0 * 19.6e-9).abs() < 1e-4, "{short} vs {long}");
 }
+
+#[test]
+fn a_transferred_prompt_is_not_computed_again() {
+    let prompt = vec![b't'; 4 * 6000];
+    let mut whole = Engine::new(EngineProfile::LLAMA_3_1_8B_H100);
+    whole.submit(request(1, 0.0, &prompt, 4, None));
+    let (whole_firsts, _) = run_to_idle(&mut whole, 0.0);
+    let mut decode = Engine::new(EngineProfile::LLAMA_3_1_8B_H100);
+    decode.submit(request(1, 0.0, &prompt, 4, None).with_transferred_kv());
+    let (decode_firsts, _) = run_to_idle(&mut decode, 0.0);
+    let (cold, transferred) = (whole_firsts[0].1, decode_firsts[0].1);
+    assert!(transferred * 20.0 < cold, "whole {cold:.4}s, transferred {transferred:.4}s");
+    // The transfer is no prefix-cache hit, but the blocks are cached here afterwards.
+    let stats = decode.stats(0.0);
+    assert_eq!(stats.prefix_cache_hits_total, 0, "{stats:?}");
+    decode.submit(request(2, 1.0, &prompt, 4, None));
+    run_to_idle(&mut decode, 1.0);
+    assert!(decode.stats(0.0).prefix_cache_hits_total >= 5_900);
+}
