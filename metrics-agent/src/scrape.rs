@@ -184,7 +184,7 @@ impl FleetScraper {
                 None => self.last.get(&target.endpoint).cloned().unwrap_or_else(|| unscraped(target.endpoint)),
             };
             if let Some(pool) = pools.get_mut(target.pool_index) {
-                pool.pods.push(state);
+                pool.pods.push(PodState { role: target.role, ..state });
             }
         }
         self.sequence += 1;

@@ -4,13 +4,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use infergate_core::Endpoint;
-use infergate_core::config::{Engine, InfergateConfig};
+use infergate_core::config::{Engine, InfergateConfig, PodRole};
 
-/// The pods one discovery source currently reports for a pool.
+/// The pods one discovery source currently reports for a pool, with the role each
+/// pod's label gives it (`both` without a label).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolEndpoints {
     pub pool: String,
-    pub endpoints: BTreeSet<Endpoint>,
+    pub endpoints: BTreeMap<Endpoint, PodRole>,
 }
 
 /// One pod to scrape, and where it goes in the snapshot.
@@ -19,13 +20,16 @@ pub struct Target {
     pub pool_index: usize,
     pub endpoint: Endpoint,
     pub engine: Engine,
+    /// What the pod does in a disaggregated pool: from the pool's static lists, or the
+    /// discovered pod's role label.
+    pub role: PodRole,
 }
 
 /// The current config and the pods discovered for its pools.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fleet {
     pub config: Arc<InfergateConfig>,
-    pub discovered: BTreeMap<String, BTreeSet<Endpoint>>,
+    pub discovered: BTreeMap<String, BTreeMap<Endpoint, PodRole>>,
 }
 
 impl Fleet {
@@ -37,11 +41,12 @@ impl Fleet {
     pub fn targets(&self) -> Vec<Target> {
         let mut targets = Vec::new();
         for (pool_index, pool) in self.config.pools.iter().enumerate() {
-            let discovered = self.discovered.get(&pool.name).into_iter().flatten();
+            let statics = pool.endpoints.iter().map(|&endpoint| (endpoint, pool.role_of(endpoint)));
+            let discovered = self.discovered.get(&pool.name).into_iter().flatten().map(|(&e, &role)| (e, role));
             let mut seen = BTreeSet::new();
-            for &endpoint in pool.endpoints.iter().chain(discovered) {
+            for (endpoint, role) in statics.chain(discovered) {
                 if seen.insert(endpoint) {
-                    targets.push(Target { pool_index, endpoint, engine: pool.engine });
+                    targets.push(Target { pool_index, endpoint, engine: pool.engine, role });
                 }
             }
         }
@@ -91,9 +96,15 @@ models:
     fn targets_join_static_and_discovered_pods_without_duplicates() {
         let mut fleet = Fleet::new(config(TWO_POOLS));
         let ep = |s: &str| s.parse::<Endpoint>().unwrap();
-        assert!(fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: [ep("10.0.1.1:8000")].into() }));
-        assert!(!fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: [ep("10.0.1.1:8000")].into() }));
-        assert!(fleet.apply(PoolEndpoints { pool: "a".into(), endpoints: [ep("10.0.0.1:8000")].into() }));
+        assert!(
+            fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: [(ep("10.0.1.1:8000"), PodRole::Both)].into() })
+        );
+        assert!(
+            !fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: [(ep("10.0.1.1:8000"), PodRole::Both)].into() })
+        );
+        assert!(
+            fleet.apply(PoolEndpoints { pool: "a".into(), endpoints: [(ep("10.0.0.1:8000"), PodRole::Both)].into() })
+        );
         let targets = fleet.targets();
         let listed: Vec<(usize, String)> = targets.iter().map(|t| (t.pool_index, t.endpoint.to_string())).collect();
         assert_eq!(listed, vec![(0, "10.0.0.1:8000".into()), (1, "10.0.1.1:8000".into())]);
@@ -101,7 +112,37 @@ models:
         fleet.set_config(config(TWO_POOLS));
         assert!(!fleet.discovered.contains_key("a"));
         assert!(fleet.discovered.contains_key("b"));
-        assert!(fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: BTreeSet::new() }));
+        assert!(fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: BTreeMap::new() }));
         assert_eq!(fleet.targets().len(), 1);
+    }
+
+    #[test]
+    fn targets_carry_each_pods_role() {
+        let yaml = r#"
+version: 1
+pools:
+  - name: a
+    endpoints: ["10.0.0.1:8000", "10.0.0.2:8000"]
+    disaggregation: {prefill_endpoints: ["10.0.0.2:8000"]}
+  - name: b
+    discovery: {pods: {match_labels: {app: b}, target_ports: [8000]}}
+    disaggregation: {}
+models:
+  - {name: m, pool: a}
+"#;
+        let mut fleet = Fleet::new(config(yaml));
+        let ep = |s: &str| s.parse::<Endpoint>().unwrap();
+        let discovered = [(ep("10.0.1.1:8000"), PodRole::Decode), (ep("10.0.1.2:8000"), PodRole::Both)];
+        assert!(fleet.apply(PoolEndpoints { pool: "b".into(), endpoints: discovered.into() }));
+        let roles: Vec<(String, PodRole)> = fleet.targets().iter().map(|t| (t.endpoint.to_string(), t.role)).collect();
+        assert_eq!(
+            roles,
+            vec![
+                ("10.0.0.1:8000".into(), PodRole::Both),
+                ("10.0.0.2:8000".into(), PodRole::Prefill),
+                ("10.0.1.1:8000".into(), PodRole::Decode),
+                ("10.0.1.2:8000".into(), PodRole::Both),
+            ]
+        );
     }
 }

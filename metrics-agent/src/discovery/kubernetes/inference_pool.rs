@@ -2,7 +2,7 @@
 //! (`inference.networking.k8s.io/v1`): its label selector and target ports are read
 //! from the cluster, and followed, so that editing the InferencePool moves the pool.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use infergate_core::config::{InferencePoolRef, PodSelector};
 use kube::runtime::watcher;
@@ -58,6 +58,7 @@ pub async fn follow_inference_pool(
     client: Client,
     pool: String,
     reference: InferencePoolRef,
+    role_label: Option<String>,
     updates: mpsc::UnboundedSender<PoolEndpoints>,
 ) {
     let api: Api<InferencePool> = Api::namespaced(client.clone(), &reference.namespace);
@@ -76,13 +77,13 @@ pub async fn follow_inference_pool(
             Some(spec) => {
                 let selector = spec.pod_selector(&reference.namespace);
                 tracing::info!(pool = %pool, inference_pool = %what, selector = %selector.label_selector(), ports = ?selector.target_ports, "following the InferencePool's pods");
-                let task = tokio::spawn(follow_pods(client.clone(), pool.clone(), selector, updates.clone()));
+                let task = tokio::spawn(follow_pods(client.clone(), pool.clone(), selector, role_label.clone(), updates.clone()));
                 following = Some((spec, task));
                 true
             }
             None => {
                 tracing::warn!(pool = %pool, inference_pool = %what, "the InferencePool is gone; the pool has no discovered pods");
-                updates.send(PoolEndpoints { pool: pool.clone(), endpoints: BTreeSet::new() }).is_ok()
+                updates.send(PoolEndpoints { pool: pool.clone(), endpoints: BTreeMap::new() }).is_ok()
             }
         }
     })

@@ -25,6 +25,10 @@ pub use pods::serving_endpoints;
 
 use crate::discovery::PoolEndpoints;
 
+/// What a pool's follower follows: its discovery source, and the label that gives each
+/// pod's role when the pool is disaggregated.
+type Followed = (Discovery, Option<String>);
+
 /// Keeps one follower per discovered pool in step with the config, until the config
 /// channel closes. A pool that loses its discovery source reports no pods.
 pub async fn follow_pools(
@@ -32,34 +36,42 @@ pub async fn follow_pools(
     mut configs: channel::Receiver<Arc<InfergateConfig>>,
     updates: mpsc::UnboundedSender<PoolEndpoints>,
 ) {
-    let mut running: HashMap<String, (Discovery, JoinHandle<()>)> = HashMap::new();
+    let mut running: HashMap<String, (Followed, JoinHandle<()>)> = HashMap::new();
     loop {
         let config = Arc::clone(&configs.borrow_and_update());
-        let wanted: HashMap<&str, &Discovery> =
-            config.pools.iter().filter_map(|p| p.discovery.as_ref().map(|d| (p.name.as_str(), d))).collect();
-        running.retain(|pool, (discovery, task)| {
-            let keep = wanted.get(pool.as_str()) == Some(&&*discovery);
+        let wanted: HashMap<&str, Followed> = config
+            .pools
+            .iter()
+            .filter_map(|p| {
+                let role_label = p.disaggregation.as_ref().map(|d| d.role_label.clone());
+                p.discovery.clone().map(|d| (p.name.as_str(), (d, role_label)))
+            })
+            .collect();
+        running.retain(|pool, (followed, task)| {
+            let keep = wanted.get(pool.as_str()) == Some(&*followed);
             if !keep {
                 task.abort();
                 let _ = updates.send(PoolEndpoints { pool: pool.clone(), endpoints: Default::default() });
             }
             keep
         });
-        for (&pool, &discovery) in &wanted {
+        for (&pool, followed) in &wanted {
             if running.contains_key(pool) {
                 continue;
             }
+            let (discovery, role_label) = followed;
             let (client, name, updates) = (client.clone(), pool.to_string(), updates.clone());
+            let roles = role_label.clone();
             let task = match discovery.source() {
                 Some(DiscoverySource::Pods(selector)) => {
-                    tokio::spawn(pods::follow_pods(client, name, selector.clone(), updates))
+                    tokio::spawn(pods::follow_pods(client, name, selector.clone(), roles, updates))
                 }
                 Some(DiscoverySource::InferencePool(reference)) => {
-                    tokio::spawn(inference_pool::follow_inference_pool(client, name, reference.clone(), updates))
+                    tokio::spawn(inference_pool::follow_inference_pool(client, name, reference.clone(), roles, updates))
                 }
                 None => continue,
             };
-            running.insert(pool.to_string(), (discovery.clone(), task));
+            running.insert(pool.to_string(), (followed.clone(), task));
         }
         if configs.changed().await.is_err() {
             break;
