@@ -38,8 +38,12 @@ pub mod header {
     pub const QUEUE_REASON: &str = "x-infergate-queue-reason";
     /// The pod that answered, set by model-sim on every response.
     pub const SERVED_BY: &str = "x-infergate-served-by";
-    /// Headers only the gateway may set: a client's copies are removed before routing.
-    pub const RESERVED_PREFIXES: [&str; 2] = ["x-gateway-", "x-infergate-"];
+    /// A split request's prefill pod, `ip:port`, on the request to its decode pod, for
+    /// llm-d's routing sidecar there, which runs the prefill leg (llm-d's name).
+    pub const PREFILLER_HOST_PORT: &str = "x-prefiller-host-port";
+    /// Headers only the gateway may set: a client's copies (names starting with one of
+    /// these) are removed before routing.
+    pub const RESERVED_PREFIXES: [&str; 3] = ["x-gateway-", "x-infergate-", PREFILLER_HOST_PORT];
 }
 
 /// Keys of Envoy's shared data, one namespace per process.
@@ -121,6 +125,31 @@ pub mod cluster {
     pub const USAGE: &str = "infergate-ratelimit-usage";
     /// `infergate-epp`'s gRPC cluster, when Envoy routes through ext_proc.
     pub const EPP: &str = "infergate-epp";
+    /// Prefix of a pool's cluster, `pool-<name>`: the routes send the pool's requests
+    /// there, and the filter a split request's prefill leg.
+    pub const POOL_PREFIX: &str = "pool-";
+
+    /// The cluster of the pool `name`.
+    pub fn pool(name: &str) -> String {
+        format!("{POOL_PREFIX}{name}")
+    }
+}
+
+/// Envoy stats the filter defines (`wasmcustom.<name>` in `/stats`) that tests and
+/// docs read by name.
+pub mod stat {
+    /// Requests of a disaggregated pool that the decision split into a prefill leg and
+    /// a decode leg.
+    pub const PD_SPLIT: &str = "infergate.pd.split";
+    /// Requests of a disaggregated pool that the decision served whole on one pod.
+    pub const PD_WHOLE: &str = "infergate.pd.whole";
+    /// Prefill legs the gateway sent that came back with `kv_transfer_params`.
+    pub const PD_PREFILL_OK: &str = "infergate.pd.prefill.ok";
+    /// The gateway's prefill legs, from dispatch to answer, in ms (a histogram).
+    pub const PD_PREFILL_MS: &str = "infergate.pd.prefill_ms";
+    /// Prefix of the split requests served whole on their decode pod because their
+    /// prefill leg failed: `infergate.pd.fallback.<reason>`.
+    pub const PD_FALLBACK_PREFIX: &str = "infergate.pd.fallback.";
 }
 
 /// The Gateway API Inference Extension's endpoint picker protocol (its proposal 004):

@@ -24,7 +24,7 @@ pub enum UpstreamPolicy {
 }
 
 pub fn cluster_name(pool: &str) -> String {
-    format!("pool-{pool}")
+    infergate_core::wire::cluster::pool(pool)
 }
 
 fn policy(name: &str, type_name: &str) -> Value {
