@@ -11,6 +11,7 @@
 //!   front/           the steps router and global both take for a client request
 //!   router/          main listener: reads the body, asks the core router for ranked
 //!                    pods, sets the headers the `override_host` cluster routes on;
+//!                    sends a split request's prefill leg first (disaggregation);
 //!                    shares pod load and prefix ownership with the other workers
 //!   control/         loopback control listener: admits the agent's snapshot pushes
 //!                    (and, on tier 2, clusters' summaries) and queues them

@@ -40,6 +40,10 @@ pub trait StreamEvents {
     fn on_response_body(&mut self, _body_size: usize, _end_of_stream: bool) -> Flow {
         Flow::Continue
     }
+    /// The answer to an HTTP call this stream's callback made: `num_headers` 0 when the
+    /// call failed (no answer to read), else its headers and `body_size` bytes of body
+    /// are readable until the callback returns.
+    fn on_http_call_response(&mut self, _token: u32, _num_headers: usize, _body_size: usize) {}
     /// The stream is over, however it ended.
     fn on_log(&mut self) {}
 }

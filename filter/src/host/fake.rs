@@ -31,12 +31,32 @@ pub struct Stat {
     pub samples: Vec<u64>,
 }
 
-/// An HTTP call a root dispatched.
+/// An HTTP call a root or a stream dispatched.
 #[derive(Debug, Clone)]
 pub struct HttpCall {
     pub cluster: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    pub timeout_ms: u64,
+    /// Its token, which its answer carries.
+    pub token: u32,
+}
+
+impl HttpCall {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The answer to an HTTP call, while its callback runs.
+struct CallAnswer {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -51,6 +71,8 @@ struct EnvoyState {
     /// Host calls made, by method, since the test last took them.
     calls: RefCell<BTreeMap<&'static str, u64>>,
     http_calls: RefCell<Vec<HttpCall>>,
+    /// The call answer being delivered: `Some(None)` for a failed call.
+    call_answer: RefCell<Option<Option<CallAnswer>>>,
     /// Each worker's root, `None` once torn down (or never configured).
     roots: RefCell<Vec<Option<Box<dyn RootEvents>>>>,
     /// Each worker's tick period and when it last ticked.
@@ -325,6 +347,8 @@ struct StreamState {
     reply: Option<Reply>,
     /// Inside a response body callback, where Envoy refuses header reads.
     in_response_body: bool,
+    /// The stream's own callback resumed it (from a call answer).
+    resumed: bool,
 }
 
 /// One HTTP stream: the test plays Envoy and the upstream around the filter.
@@ -457,10 +481,32 @@ impl Stream {
         }
     }
 
-    /// A root callback let the paused request go on (applies pending calls first).
+    /// A root callback, or the stream's own call answer, let the paused request go on
+    /// (applies pending calls first).
     pub fn resumed(&mut self) -> bool {
         self.poll();
-        self.resumed
+        self.resumed || self.state.resumed
+    }
+
+    /// Envoy delivers the answer to call `token` that this stream's callback made:
+    /// `Some((status, body))`, or `None` for a failed call (reset, no upstream). A
+    /// resume from the callback sends the buffered body on upstream.
+    pub fn answer_call(&mut self, token: u32, answer: Option<(u16, &[u8])>) {
+        let (num_headers, body_size) = answer.map_or((0, 0), |(_, body)| (2, body.len()));
+        let answer = answer.map(|(status, body)| CallAnswer {
+            headers: vec![
+                (":status".to_string(), status.to_string()),
+                ("content-type".to_string(), "application/json".to_string()),
+            ],
+            body: body.to_vec(),
+        });
+        *self.host.envoy.call_answer.borrow_mut() = Some(answer);
+        self.run(|events| events.on_http_call_response(token, num_headers, body_size));
+        *self.host.envoy.call_answer.borrow_mut() = None;
+        if self.state.resumed && self.state.reply.is_none() {
+            let passed = std::mem::take(&mut self.state.request_body);
+            self.state.forwarded_body.extend_from_slice(&passed);
+        }
     }
 
     /// The stream ends (answered, reset or timed out).
@@ -580,6 +626,18 @@ impl Host for FakeHost {
         range(&self.stream.borrow().request_body, start, size)
     }
 
+    fn set_request_body(&self, size: usize, body: &[u8]) -> Result<(), Status> {
+        self.envoy.count("set_request_body");
+        if self.envoy.fails("set_request_body") {
+            return Err(Status::NotFound);
+        }
+        let mut stream = self.stream.borrow_mut();
+        let held = size.min(stream.request_body.len());
+        let kept = stream.request_body.split_off(held);
+        stream.request_body = [body, &kept].concat();
+        Ok(())
+    }
+
     fn response_header(&self, name: &str) -> Option<Vec<u8>> {
         self.envoy.count("response_header");
         let stream = self.stream.borrow();
@@ -629,10 +687,18 @@ impl Host for FakeHost {
 
     fn resume_request(&self) -> Result<(), Status> {
         self.envoy.count("resume_request");
-        if self.envoy.fails("resume_request") || !self.defer(Deferred::Resume) {
-            // Envoy resumes the stream whose callback runs only by its return value.
+        if self.envoy.fails("resume_request") {
             return Err(Status::BadArgument);
         }
+        if self.defer(Deferred::Resume) {
+            return Ok(());
+        }
+        // A stream resumes itself from a call answer; in a request callback, Envoy
+        // resumes it only by the callback's return value.
+        if self.envoy.call_answer.borrow().is_none() {
+            return Err(Status::BadArgument);
+        }
+        self.stream.borrow_mut().resumed = true;
         Ok(())
     }
 
@@ -708,19 +774,39 @@ impl Host for FakeHost {
         cluster: &str,
         headers: &[(&str, &str)],
         body: &[u8],
-        _timeout_ms: u64,
+        timeout_ms: u64,
     ) -> Result<u32, Status> {
         self.envoy.count("dispatch_http_call");
         if self.envoy.fails("dispatch_http_call") {
             return Err(Status::BadArgument);
         }
         let mut calls = self.envoy.http_calls.borrow_mut();
+        let token = u32::try_from(calls.len() + 1).unwrap_or(u32::MAX);
         calls.push(HttpCall {
             cluster: cluster.to_string(),
             headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
             body: body.to_vec(),
+            timeout_ms,
+            token,
         });
-        Ok(u32::try_from(calls.len()).unwrap_or(u32::MAX))
+        Ok(token)
+    }
+
+    fn http_call_response_header(&self, name: &str) -> Option<Vec<u8>> {
+        self.envoy.count("http_call_response_header");
+        let answer = self.envoy.call_answer.borrow();
+        // Envoy refuses a header read outside a call answer, or of a failed call's
+        // (BadArgument), on which the SDK panics.
+        let Some(Some(answer)) = answer.as_ref() else {
+            panic!("call answer header {name:?} read without an answer's headers");
+        };
+        header(&answer.headers, name)
+    }
+
+    fn http_call_response_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        self.envoy.count("http_call_response_body");
+        let answer = self.envoy.call_answer.borrow();
+        range(&answer.as_ref()?.as_ref()?.body, start, size)
     }
 
     fn define_metric(&self, _kind: MetricKind, name: &str) -> Result<u32, Status> {

@@ -55,6 +55,9 @@ pub trait Host {
     fn set_request_header(&self, name: &str, value: Option<&str>) -> Result<(), Status>;
     /// `size` bytes of the buffered request body from `start`.
     fn request_body(&self, start: usize, size: usize) -> Option<Vec<u8>>;
+    /// Replaces the first `size` bytes of the buffered request body (all of it, when
+    /// `size` is its length) with `body`.
+    fn set_request_body(&self, size: usize, body: &[u8]) -> Result<(), Status>;
     fn response_header(&self, name: &str) -> Option<Vec<u8>>;
     fn set_response_header(&self, name: &str, value: &str) -> Result<(), Status>;
     /// `size` bytes of the response body chunk from `start`.
@@ -81,7 +84,10 @@ pub trait Host {
     fn dequeue(&self, queue: u32) -> Option<Vec<u8>>;
 
     // Out of the process.
-    /// An HTTP call from the root context; the answer is not awaited.
+    /// An HTTP call, made by Envoy for the root context. Its answer goes to the context
+    /// whose callback made the call: a stream's `on_http_call_response` (the call
+    /// outlives the stream; an answer after the stream ended goes nowhere), or nowhere
+    /// for a root's.
     fn dispatch_http_call(
         &self,
         cluster: &str,
@@ -89,6 +95,11 @@ pub trait Host {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<u32, Status>;
+    /// A header of the call answer being delivered. Only an answer with headers has
+    /// them: a failed call (reset, no upstream) has none, and Envoy refuses the read.
+    fn http_call_response_header(&self, name: &str) -> Option<Vec<u8>>;
+    /// `size` bytes of the call answer being delivered, from `start`.
+    fn http_call_response_body(&self, start: usize, size: usize) -> Option<Vec<u8>>;
 
     // Envoy's stats.
     fn define_metric(&self, kind: MetricKind, name: &str) -> Result<u32, Status>;

@@ -77,6 +77,10 @@ impl Host for SdkHost {
         hostcalls::get_buffer(BufferType::HttpRequestBody, start, size).ok().flatten()
     }
 
+    fn set_request_body(&self, size: usize, body: &[u8]) -> Result<(), Status> {
+        raw::set_buffer_bytes(BufferType::HttpRequestBody, size, body)
+    }
+
     fn response_header(&self, name: &str) -> Option<Vec<u8>> {
         hostcalls::get_map_value_bytes(MapType::HttpResponseHeaders, name).ok().flatten()
     }
@@ -139,6 +143,14 @@ impl Host for SdkHost {
     ) -> Result<u32, Status> {
         hostcalls::dispatch_http_call(cluster, headers.to_vec(), Some(body), vec![], Duration::from_millis(timeout_ms))
             .map_err(status)
+    }
+
+    fn http_call_response_header(&self, name: &str) -> Option<Vec<u8>> {
+        hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, name).ok().flatten()
+    }
+
+    fn http_call_response_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpCallResponseBody, start, size).ok().flatten()
     }
 
     fn define_metric(&self, kind: MetricKind, name: &str) -> Result<u32, Status> {
@@ -217,8 +229,6 @@ impl RootContext for SdkRoot {
 /// The SDK's HTTP context over a role's stream.
 struct SdkStream(Box<dyn StreamEvents>);
 
-impl Context for SdkStream {}
-
 impl HttpContext for SdkStream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         action(self.0.on_request_headers(end_of_stream))
@@ -238,6 +248,42 @@ impl HttpContext for SdkStream {
 
     fn on_log(&mut self) {
         self.0.on_log();
+    }
+}
+
+impl Context for SdkStream {
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _num_trailers: usize) {
+        self.0.on_http_call_response(token_id, num_headers, body_size);
+    }
+}
+
+/// Host calls the SDK would panic on when Envoy refuses them.
+#[allow(unsafe_code)]
+mod raw {
+    use proxy_wasm::types::{BufferType, Status as Sdk};
+
+    use super::{Status, status};
+
+    #[link(wasm_import_module = "env")]
+    unsafe extern "C" {
+        fn proxy_set_buffer_bytes(
+            buffer_type: BufferType,
+            start: usize,
+            size: usize,
+            buffer_data: *const u8,
+            buffer_size: usize,
+        ) -> Sdk;
+    }
+
+    /// Replaces the first `size` bytes of a buffer. The SDK's `set_buffer` panics on
+    /// any refusal, and Envoy refuses when it holds no such buffer (`NotFound`).
+    pub fn set_buffer_bytes(buffer: BufferType, size: usize, data: &[u8]) -> Result<(), Status> {
+        // SAFETY: the host reads `data.len()` bytes at `data.as_ptr()`, which `data`
+        // holds for the duration of the call, and writes nothing back.
+        match unsafe { proxy_set_buffer_bytes(buffer, 0, size, data.as_ptr(), data.len()) } {
+            Sdk::Ok => Ok(()),
+            refused => Err(status(refused)),
+        }
     }
 }
 

@@ -41,6 +41,14 @@ pub trait FrontRole {
     fn count_rejection(&self, error: &ApiError);
     /// The decision, explained, if the role adds it to the response.
     fn explanation(&self) -> Option<String>;
+    /// A request routed with [`Admitted::RoutedWholeBody`] has its whole body
+    /// (`body_size` bytes) in Envoy's buffer: `Continue` sends it on, `Pause` holds it
+    /// until the role resumes it.
+    fn on_whole_body(&mut self, _body_size: usize) -> Flow {
+        Flow::Continue
+    }
+    /// The answer to an HTTP call the role made from this stream.
+    fn on_http_call_response(&mut self, _token: u32, _num_headers: usize, _body_size: usize) {}
     fn on_response_headers(&mut self, end_of_stream: bool);
     fn on_response_body(&mut self, _body_size: usize, _end_of_stream: bool) -> Flow {
         Flow::Continue
@@ -53,6 +61,10 @@ pub trait FrontRole {
 pub enum Admitted {
     /// Routed: the request goes on upstream.
     Routed,
+    /// Routed, but the role needs the whole body before the request goes on (it sends
+    /// a prefill leg first): the stream holds the body to its end, then asks the role
+    /// ([`FrontRole::on_whole_body`]).
+    RoutedWholeBody,
     /// Held in the gateway queue.
     Held,
 }
@@ -63,11 +75,14 @@ pub struct FrontStream<R> {
     body: Option<BodyIntake>,
     /// The body's `content-length`, when it declared one.
     declared_len: Option<usize>,
+    /// Routed before the body ended, by a role that needs the whole body: the rest is
+    /// held until the end.
+    holding_to_end: bool,
 }
 
 impl<R: FrontRole> FrontStream<R> {
     pub fn new(role: R) -> Self {
-        Self { role, body: None, declared_len: None }
+        Self { role, body: None, declared_len: None, holding_to_end: false }
     }
 
     fn reject(&self, error: &ApiError) -> Flow {
@@ -107,6 +122,9 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
         });
         let (request, early) = match body.on_body(role.host(), body_size, end_of_stream) {
             Ok(BodyStep::Wait) => return Flow::Pause,
+            Ok(BodyStep::Pass) if self.holding_to_end => {
+                return if end_of_stream { self.role.on_whole_body(body_size) } else { Flow::Pause };
+            }
             Ok(BodyStep::Pass) => {
                 body.passed();
                 return Flow::Continue;
@@ -120,6 +138,11 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
                     body.passed();
                 }
                 Flow::Continue
+            }
+            Ok(Admitted::RoutedWholeBody) if end_of_stream => self.role.on_whole_body(body_size),
+            Ok(Admitted::RoutedWholeBody) => {
+                self.holding_to_end = true;
+                Flow::Pause
             }
             Ok(Admitted::Held) => Flow::Pause,
             Err(error) => self.reject(&error),
@@ -136,6 +159,10 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
 
     fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
         self.role.on_response_body(body_size, end_of_stream)
+    }
+
+    fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize) {
+        self.role.on_http_call_response(token, num_headers, body_size);
     }
 
     fn on_log(&mut self) {

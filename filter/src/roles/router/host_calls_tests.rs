@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 
 use crate::host::fake::STREAM_CALLBACK;
-use crate::test_support::{Gateway, MODEL, first_endpoint, idle, snapshot};
+use crate::test_support::{
+    Gateway, MODEL, PODS, first_endpoint, idle, pod, router_config_with, routing, snapshot, snapshot_with,
+};
+use infergate_core::config::{Disaggregation, SplitPolicy};
 use infergate_core::wire::header;
 
 /// A chat body of exactly `bytes` bytes (from a few hundred up).
@@ -64,3 +67,28 @@ fn a_routed_request_crosses_into_the_vm_a_bounded_number_of_times() {
 /// Crossings of a 4 KiB request today (2026-12-04: 5 callbacks and 24 host calls, 5 of
 /// them shared-data reads, whatever the pool's size); lower it when a change saves some.
 const SMALL_BOUND: u64 = 29;
+
+/// A pool with prefill and decode pods whose decision keeps a request whole costs what
+/// an aggregated pool's request does, and one counter more (`infergate.pd.whole`).
+#[test]
+fn a_request_a_disaggregated_pool_serves_whole_crosses_as_often_plus_its_counter() {
+    let aggregated = Gateway::new(1, false);
+    assert_eq!(aggregated.push_snapshot(&snapshot(1, aggregated.envoy.now_ms(), &[idle(), idle(), idle()])), 204);
+    let mut pd = routing();
+    pd.pools[0].disaggregation = Some(Disaggregation {
+        split: SplitPolicy::Never,
+        prefill_endpoints: vec![pod(PODS[0])],
+        ..Disaggregation::default()
+    });
+    let whole = Gateway::with_router_config(1, &router_config_with(pd.clone(), false, true));
+    assert_eq!(whole.push_snapshot(&snapshot_with(1, whole.envoy.now_ms(), &[idle(), idle(), idle()], pd)), 204);
+    crossings(&aggregated, 4096, 4096);
+    crossings(&whole, 4096, 4096);
+    let before = crossings(&aggregated, 4096, 4096);
+    let after = crossings(&whole, 4096, 4096);
+    eprintln!("aggregated: {} {before:?}", total(&before));
+    eprintln!("disaggregated, served whole: {} {after:?}", total(&after));
+    let mut expected = before.clone();
+    *expected.entry("increment_metric").or_default() += 1;
+    assert_eq!(after, expected);
+}

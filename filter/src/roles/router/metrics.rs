@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use infergate_core::flow::Refusal;
+use infergate_core::wire::stat;
 
+use super::split::Fallback;
 use crate::host::Host;
 use crate::metrics::Metric;
 use crate::roles::front::intake::EarlyRouting;
@@ -30,6 +32,7 @@ pub struct RouterMetrics {
     /// Snapshots decoded, summed over workers: one per generation per worker.
     pub snapshot_decodes: Metric,
     pub vm_memory: VmMemory,
+    pub pd: PdMetrics,
 }
 
 impl RouterMetrics {
@@ -52,6 +55,39 @@ impl RouterMetrics {
             snapshot_decode_failures: Metric::counter(host, "infergate.snapshot.decode_failures"),
             snapshot_decodes: Metric::counter(host, "infergate.snapshot.decodes"),
             vm_memory: VmMemory { gauge: Metric::gauge(host, "infergate.vm.memory_bytes"), reported: Cell::new(0) },
+            pd: PdMetrics::define(host),
+        }
+    }
+}
+
+/// Prefill/decode disaggregation, summed over workers: decisions split or served whole,
+/// the gateway's prefill legs answered and their time, and the split requests served
+/// whole after all, by reason (`split::Fallback`).
+pub struct PdMetrics {
+    pub split: Metric,
+    pub whole: Metric,
+    pub prefill_ok: Metric,
+    pub prefill_ms: Metric,
+    fallbacks: Vec<(Fallback, Metric)>,
+}
+
+impl PdMetrics {
+    pub fn define(host: &Rc<dyn Host>) -> Self {
+        Self {
+            split: Metric::counter(host, stat::PD_SPLIT),
+            whole: Metric::counter(host, stat::PD_WHOLE),
+            prefill_ok: Metric::counter(host, stat::PD_PREFILL_OK),
+            prefill_ms: Metric::histogram(host, stat::PD_PREFILL_MS),
+            fallbacks: Fallback::ALL
+                .iter()
+                .map(|&why| (why, Metric::counter(host, &format!("{}{}", stat::PD_FALLBACK_PREFIX, why.as_str()))))
+                .collect(),
+        }
+    }
+
+    pub fn fallback(&self, why: Fallback) {
+        if let Some((_, metric)) = self.fallbacks.iter().find(|(w, _)| *w == why) {
+            metric.increment();
         }
     }
 }

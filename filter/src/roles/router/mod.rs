@@ -4,8 +4,10 @@
 mod flow;
 pub(crate) mod ledger;
 mod metrics;
+mod pd_body;
 pub(crate) mod peers;
 mod request;
+mod split;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -271,5 +273,7 @@ mod flow_tests;
 mod host_calls_tests;
 #[cfg(test)]
 mod identity_tests;
+#[cfg(test)]
+mod split_tests;
 #[cfg(test)]
 mod tests;

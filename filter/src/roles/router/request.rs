@@ -6,8 +6,9 @@
 //! characters per token are being learned, and for one request in [`USAGE_SAMPLING`]
 //! after, the answer's `usage` is read for its prompt tokens. Under flow control a
 //! request its pool has no room for is held in the gateway queue (`flow`) and routed
-//! when the worker's tick releases it. The steps every client-facing request takes are
-//! `front`'s.
+//! when the worker's tick releases it. A split request of a disaggregated pool carries
+//! its prefill leg (`split`) until the leg ends. The steps every client-facing request
+//! takes are `front`'s.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -25,6 +26,7 @@ use infergate_core::wire::header;
 
 use super::RouterShared;
 use super::flow::{Attempt, Held, Outcome};
+use super::split::{Fallback, Split};
 use crate::host::Host;
 use crate::host::events::Flow;
 use crate::metrics::Metric;
@@ -49,7 +51,7 @@ pub struct Routed {
     /// The prompt's prefix keys, claimed for the chosen pod at the decision; recorded
     /// again for the pod that answers if a retry moved the request.
     prefix: PrefixChain,
-    pool: String,
+    pub(super) pool: String,
     /// When it was routed, and the TTFT predicted for it then.
     routed_at_ms: u64,
     predicted_ttft_ms: f64,
@@ -61,7 +63,9 @@ pub struct Routed {
     /// The pod that answered with a 2xx, read from the response headers (headers can
     /// only be read in the headers callback: the SDK panics on a read in the body's).
     served_ok_by: Option<Endpoint>,
-    explanation: Option<String>,
+    pub(super) explanation: Option<String>,
+    /// A split request's prefill leg, until it ends.
+    pub(super) split: Option<Split>,
     /// The prompt's length, while the answer's `usage` is still to be read for its
     /// prompt tokens.
     usage_wanted_for_chars: Option<usize>,
@@ -123,8 +127,7 @@ impl RouterRequest {
             let decision = router.route(&request, now_ms, &mut shared.ledger())?;
             let mut routed = shared.routed_from(&router, decision, &request.model, now_ms, prompt_chars);
             routed.early = early;
-            *self.routed.borrow_mut() = Some(routed);
-            return Ok(Admitted::Routed);
+            return Ok(self.keep(routed));
         }
         let flow = flow.clone();
         // Behind requests already held, a new one queues too, whatever room there is:
@@ -138,8 +141,7 @@ impl RouterRequest {
             None => match router.route_or_hold(&request, now_ms, &mut shared.ledger(), &flow)? {
                 Routing::Routed(decision) => {
                     let routed = shared.routed_from(&router, *decision, &request.model, now_ms, prompt_chars);
-                    *self.routed.borrow_mut() = Some(routed);
-                    return Ok(Admitted::Routed);
+                    return Ok(self.keep(routed));
                 }
                 Routing::Hold { pool, band, .. } => (pool, band),
             },
@@ -178,6 +180,23 @@ impl RouterRequest {
             .map_err(|why| why.answer(band, &pool, retry_after_s))?;
         shared.keep_ticking();
         Ok(Admitted::Held)
+    }
+
+    /// Keeps the stream's routing; a request with a prefill leg to send waits for its
+    /// whole body.
+    fn keep(&self, routed: Routed) -> Admitted {
+        let whole_body = routed.split.as_ref().is_some_and(Split::needs_whole_body);
+        *self.routed.borrow_mut() = Some(routed);
+        if whole_body { Admitted::RoutedWholeBody } else { Admitted::Routed }
+    }
+
+    /// The prefill leg ends with the decode pod's answer (sidecar mode), or with the
+    /// stream, if it is still counted.
+    fn end_leg(&self) {
+        let mut slot = self.routed.borrow_mut();
+        if let Some(split) = slot.as_mut().and_then(|routed| routed.split.as_mut()) {
+            self.shared.end_leg_here(split);
+        }
     }
 
     /// Reads the prompt tokens from a body chunk holding the answer's `usage`, and
@@ -331,7 +350,23 @@ impl FrontRole for RouterRequest {
         })
     }
 
+    fn on_whole_body(&mut self, body_size: usize) -> Flow {
+        let mut slot = self.routed.borrow_mut();
+        match slot.as_mut() {
+            Some(routed) => self.shared.on_whole_body(routed, body_size),
+            None => Flow::Continue,
+        }
+    }
+
+    fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize) {
+        let mut slot = self.routed.borrow_mut();
+        if let Some(routed) = slot.as_mut() {
+            self.shared.on_prefill_answer(routed, token, num_headers, body_size);
+        }
+    }
+
     fn on_response_headers(&mut self, end_of_stream: bool) {
+        self.end_leg();
         let host = Rc::clone(&self.shared.host);
         let mut slot = self.routed.borrow_mut();
         let Some(routed) = slot.as_mut() else { return };
@@ -366,23 +401,34 @@ impl FrontRole for RouterRequest {
             return;
         }
         let routed = self.routed.borrow_mut().take();
-        if let Some(routed) = routed {
+        if let Some(mut routed) = routed {
             if let Ok(mut router) = self.shared.router.try_borrow_mut() {
                 let unanswered = routed.pending_prefill_tokens.unwrap_or(0);
                 router.release(routed.counted_on, unanswered, &mut self.shared.ledger());
+                if let Some(split) = routed.split.as_mut() {
+                    self.shared.end_leg(&mut router, split);
+                }
             }
         }
     }
 }
 
 impl RouterShared {
+    /// Takes back what a decision counted that no stream will carry out.
+    fn undo(&self, router: &mut Router, decision: &Decision) {
+        router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut self.ledger());
+        if let Some(leg) = &decision.prefill {
+            router.prefill_leg_done(leg, &mut self.ledger());
+        }
+    }
+
     /// Sets the routing headers of the current stream (or of the effective one, on a
     /// release from the gateway queue), counts the decision, tells the other workers
     /// and replicas of its prefix claim, and returns what the stream remembers.
     pub(super) fn routed_from(
         &self,
         router: &Router,
-        decision: Decision,
+        mut decision: Decision,
         model: &str,
         routed_at_ms: u64,
         prompt_chars: usize,
@@ -415,6 +461,7 @@ impl RouterShared {
         }
         let explanation = self.explain.then(|| decision.explain());
         log::debug!("infergate router: {}", decision.explain());
+        let split = self.plan_split(router, &mut decision);
         let learning = router.chars_per_token().samples(&decision.pool) < chars_per_token::WARM_UP;
         let sampled = learning || self.next_request_number() % USAGE_SAMPLING == 0;
         // The claim goes to the other workers and replicas now, not at the first
@@ -435,6 +482,7 @@ impl RouterShared {
             early: false,
             served_ok_by: None,
             explanation,
+            split,
             usage_wanted_for_chars: sampled.then_some(prompt_chars),
             streamed: false,
         }
@@ -467,10 +515,16 @@ impl RouterShared {
                         if let Err(status) = host.set_effective_context(context_id) {
                             // The stream is gone; what was counted for it goes too.
                             log::warn!("infergate flow: released stream {context_id} is gone: {status:?}");
-                            router.release(routed.chosen.endpoint, routed.pending_prefill_tokens, &mut self.ledger());
+                            self.undo(&mut router, &routed);
                             continue;
                         }
-                        let stream = self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
+                        let mut stream =
+                            self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
+                        if stream.split.as_ref().is_some_and(Split::needs_whole_body) {
+                            // The tick cannot send the prefill leg: its answer would come
+                            // to the root, not to the stream.
+                            self.fall_back(&mut router, &mut stream, Fallback::Queued);
+                        }
                         *held.slot.borrow_mut() = Some(stream);
                         if let Err(status) = host.resume_request() {
                             // Answered instead; its end releases what was counted.
@@ -478,16 +532,10 @@ impl RouterShared {
                             reply_error(host, &ApiError::gateway_busy());
                         }
                     }
-                    Outcome::Undo(decision) => {
-                        router.release(decision.chosen.endpoint, decision.pending_prefill_tokens, &mut self.ledger());
-                    }
+                    Outcome::Undo(decision) => self.undo(&mut router, &decision),
                     Outcome::Answer { context_id, error, undo } => {
                         if let Some(decision) = undo {
-                            router.release(
-                                decision.chosen.endpoint,
-                                decision.pending_prefill_tokens,
-                                &mut self.ledger(),
-                            );
+                            self.undo(&mut router, &decision);
                         }
                         self.metrics.rejected.increment();
                         if error.status == 429 {

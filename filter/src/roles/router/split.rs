@@ -1,0 +1,293 @@
+//! A split request of a disaggregated pool, from its decision to the end of its prefill
+//! leg.
+//!
+//! In `sidecar` mode llm-d's routing sidecar on the decode pod runs the leg: the
+//! request goes there with `x-prefiller-host-port` naming the prefill pod, and the leg
+//! ends when the decode pod's response headers come back.
+//!
+//! In `gateway` mode the filter runs it. Once the body is whole, the prefill body
+//! (`pd_body`) goes to the pool's cluster with the prefill pods in the same
+//! `override_host` header that routes the request, and the request is held. A 200
+//! answer's `kv_transfer_params` go into the client's body, which then goes on to the
+//! decode pod. Any failure sends the client's body on unchanged, served whole by the
+//! decode pod: counted by reason, named in `x-infergate-decision`
+//! (`pd_fallback=<reason>`) and logged. The client never sees the prefill leg.
+//!
+//! Either way the prefill pod is released once (`Router::prefill_leg_done`), when the
+//! leg ends or the stream does, whichever comes first.
+
+use std::fmt::Write;
+
+use infergate_core::ApiError;
+use infergate_core::config::{DisaggMode, Disaggregation};
+use infergate_core::router::{Decision, PrefillLeg, Router};
+use infergate_core::wire::{cluster, header};
+
+use super::RouterShared;
+use super::pd_body;
+use super::request::Routed;
+use crate::host::events::Flow;
+use crate::roles::front::intake::reply_error;
+
+/// A prefill answer that comes this close to the timeout or later is the timeout's:
+/// Envoy answers a timed-out call with its own 504.
+const TIMEOUT_SLACK_MS: u64 = 10;
+
+/// Why a split request was served whole after all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The prefill call could not be sent (Envoy refused it: no such cluster).
+    Dispatch,
+    /// No answer within `prefill_timeout_ms`.
+    Timeout,
+    /// The call failed without an answer (reset).
+    Reset,
+    /// An answer other than 200.
+    Status,
+    /// A 200 whose body is not a JSON object.
+    BadJson,
+    /// A 200 without a `kv_transfer_params` object.
+    NoParams,
+    /// The client's body could not be read, or rewritten, as a JSON object.
+    Body,
+    /// Released from the gateway queue by the worker's tick, where no prefill leg is
+    /// sent.
+    Queued,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 8] = [
+        Self::Dispatch,
+        Self::Timeout,
+        Self::Reset,
+        Self::Status,
+        Self::BadJson,
+        Self::NoParams,
+        Self::Body,
+        Self::Queued,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dispatch => "dispatch",
+            Self::Timeout => "timeout",
+            Self::Reset => "reset",
+            Self::Status => "status",
+            Self::BadJson => "bad_json",
+            Self::NoParams => "no_kv_params",
+            Self::Body => "body",
+            Self::Queued => "queued",
+        }
+    }
+}
+
+/// A split request's prefill leg, as its stream keeps it.
+pub struct Split {
+    /// Counted on its prefill pod until released, once.
+    leg: Option<PrefillLeg>,
+    stage: Stage,
+}
+
+enum Stage {
+    /// The decode pod's sidecar runs the leg.
+    Sidecar,
+    /// The gateway sends the leg once the body is whole.
+    Planned { cluster: String, timeout_ms: u64 },
+    /// The gateway's leg is out; the request waits for it.
+    Sent { token: u32, sent_at_ms: u64, timeout_ms: u64, body_size: usize, client_had_params: bool },
+    /// Over: answered, failed, or the stream went first.
+    Ended,
+}
+
+impl Split {
+    /// The request must wait for its whole body, to send the prefill leg first.
+    pub fn needs_whole_body(&self) -> bool {
+        matches!(self.stage, Stage::Planned { .. })
+    }
+}
+
+impl RouterShared {
+    /// What the decision's split asks of the stream: in sidecar mode the prefill pod's
+    /// header, set now; in gateway mode the leg to send. `None` for a request served
+    /// whole. Takes the decision's prefill leg.
+    pub(super) fn plan_split(&self, router: &Router, decision: &mut Decision) -> Option<Split> {
+        if decision.split.is_some() && decision.prefill.is_none() {
+            self.metrics.pd.whole.increment();
+        }
+        let leg = decision.prefill.take()?;
+        self.metrics.pd.split.increment();
+        let settings = router.config().pool(&decision.pool).and_then(|p| p.disaggregation.as_ref());
+        let (mode, timeout_ms) = settings.map_or_else(
+            || (DisaggMode::default(), Disaggregation::default().prefill_timeout_ms),
+            |d| (d.mode, d.prefill_timeout_ms),
+        );
+        let stage = match mode {
+            DisaggMode::Sidecar => {
+                let prefiller = leg.endpoint().to_string();
+                if let Err(status) = self.host.set_request_header(header::PREFILLER_HOST_PORT, Some(&prefiller)) {
+                    log::error!("infergate router: cannot name the prefill pod {prefiller}: {status:?}");
+                }
+                Stage::Sidecar
+            }
+            DisaggMode::Gateway => Stage::Planned { cluster: cluster::pool(&decision.pool), timeout_ms },
+        };
+        Some(Split { leg: Some(leg), stage })
+    }
+
+    /// The leg is over (or its stream is): its prefill pod no longer counts it.
+    pub(super) fn end_leg(&self, router: &mut Router, split: &mut Split) {
+        split.stage = Stage::Ended;
+        if let Some(leg) = split.leg.take() {
+            router.prefill_leg_done(&leg, &mut self.ledger());
+        }
+    }
+
+    /// As [`Self::end_leg`], borrowing this worker's router.
+    pub(super) fn end_leg_here(&self, split: &mut Split) {
+        match self.router.try_borrow_mut() {
+            Ok(mut router) => self.end_leg(&mut router, split),
+            Err(_) => log::error!("infergate router: router busy; a prefill leg stays counted"),
+        }
+    }
+
+    /// Serves a split request whole: counts why, says so in the explanation, and
+    /// releases the prefill pod.
+    pub(super) fn fall_back(&self, router: &mut Router, routed: &mut Routed, why: Fallback) {
+        self.metrics.pd.fallback(why);
+        log::warn!(
+            "infergate router: prefill leg of a {} request failed ({}): served whole on its decode pod",
+            routed.pool,
+            why.as_str()
+        );
+        if let Some(explained) = routed.explanation.as_mut() {
+            let _ = write!(explained, "; pd_fallback={}", why.as_str());
+        }
+        if let Some(split) = routed.split.as_mut() {
+            self.end_leg(router, split);
+        }
+    }
+
+    /// The body is whole: sends the prefill leg and holds the request (`Pause`), or,
+    /// if it cannot, serves the request whole (`Continue`).
+    pub(super) fn on_whole_body(&self, routed: &mut Routed, body_size: usize) -> Flow {
+        let Some(split) = routed.split.as_mut() else { return Flow::Continue };
+        let Stage::Planned { cluster, timeout_ms } = std::mem::replace(&mut split.stage, Stage::Ended) else {
+            return Flow::Continue;
+        };
+        match self.send_prefill(split.leg.as_ref(), &cluster, timeout_ms, body_size) {
+            Ok(stage) => {
+                split.stage = stage;
+                Flow::Pause
+            }
+            Err(why) => {
+                match self.router.try_borrow_mut() {
+                    Ok(mut router) => self.fall_back(&mut router, routed, why),
+                    Err(_) => log::error!("infergate router: router busy; a prefill leg stays counted"),
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    fn send_prefill(
+        &self,
+        leg: Option<&PrefillLeg>,
+        cluster: &str,
+        timeout_ms: u64,
+        body_size: usize,
+    ) -> Result<Stage, Fallback> {
+        let host = &*self.host;
+        let leg = leg.ok_or(Fallback::Dispatch)?;
+        let client = host.request_body(0, body_size).ok_or(Fallback::Body)?;
+        let (body, client_had_params) = pd_body::prefill_body(&client)?;
+        drop(client);
+        let path = host.request_header_text(":path").ok_or(Fallback::Body)?;
+        let content_type = host.request_header_text("content-type").unwrap_or_else(|| "application/json".into());
+        let authorization = host.request_header_text("authorization");
+        let endpoints = leg.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        let mut headers = vec![
+            (":method", "POST"),
+            (":path", path.as_str()),
+            (":authority", cluster),
+            ("content-type", content_type.as_str()),
+            (header::ENDPOINT, endpoints.as_str()),
+        ];
+        if let Some(authorization) = authorization.as_deref() {
+            headers.push(("authorization", authorization));
+        }
+        let token = host.dispatch_http_call(cluster, &headers, &body, timeout_ms).map_err(|status| {
+            log::warn!("infergate router: cannot send a prefill leg to {cluster}: {status:?}");
+            Fallback::Dispatch
+        })?;
+        Ok(Stage::Sent { token, sent_at_ms: host.now_unix_ms(), timeout_ms, body_size, client_had_params })
+    }
+
+    /// The prefill leg's answer (`num_headers` 0: the call failed): the decode leg's
+    /// body from it, or the client's as it came; the request goes on either way.
+    pub(super) fn on_prefill_answer(&self, routed: &mut Routed, token: u32, num_headers: usize, body_size: usize) {
+        let Some(split) = routed.split.as_mut() else { return };
+        let Stage::Sent { token: sent, sent_at_ms, timeout_ms, body_size: client_size, client_had_params } =
+            split.stage
+        else {
+            return;
+        };
+        if sent != token {
+            return;
+        }
+        let host = &*self.host;
+        let elapsed_ms = host.now_unix_ms().saturating_sub(sent_at_ms);
+        let timed_out = elapsed_ms.saturating_add(TIMEOUT_SLACK_MS) >= timeout_ms;
+        let outcome = self
+            .read_answer(num_headers, body_size, timed_out)
+            .and_then(|params| self.rewrite_body(client_size, &params, client_had_params));
+        let Ok(mut router) = self.router.try_borrow_mut() else {
+            log::error!("infergate router: router busy; a prefill leg stays counted");
+            return;
+        };
+        match outcome {
+            Ok(()) => {
+                self.end_leg(&mut router, split);
+                self.metrics.pd.prefill_ok.increment();
+                self.metrics.pd.prefill_ms.set(elapsed_ms);
+                if let Some(explained) = routed.explanation.as_mut() {
+                    let _ = write!(explained, "; pd_prefill=ok prefill_ms={elapsed_ms}");
+                }
+            }
+            Err(why) => self.fall_back(&mut router, routed, why),
+        }
+        drop(router);
+        if let Err(status) = host.resume_request() {
+            log::error!("infergate router: cannot resume a request after its prefill leg: {status:?}");
+            reply_error(host, &ApiError::gateway_busy());
+        }
+    }
+
+    /// The `kv_transfer_params` of the answer being delivered.
+    fn read_answer(&self, num_headers: usize, body_size: usize, timed_out: bool) -> Result<String, Fallback> {
+        let host = &*self.host;
+        // A failed call has no headers to read (Envoy refuses the read).
+        if num_headers == 0 {
+            return Err(if timed_out { Fallback::Timeout } else { Fallback::Reset });
+        }
+        let status = host.http_call_response_header(":status");
+        if status.as_deref() != Some(&b"200"[..]) {
+            return Err(if timed_out { Fallback::Timeout } else { Fallback::Status });
+        }
+        let answer = host.http_call_response_body(0, body_size).ok_or(Fallback::BadJson)?;
+        pd_body::answered_params(&answer)
+    }
+
+    /// Replaces the client's body, `size` bytes in Envoy's buffer, with the decode
+    /// leg's, and its length; on a failure the client's body stays as it came.
+    fn rewrite_body(&self, size: usize, params: &str, client_had_params: bool) -> Result<(), Fallback> {
+        let host = &*self.host;
+        let client = host.request_body(0, size).filter(|b| b.len() == size).ok_or(Fallback::Body)?;
+        let body = pd_body::decode_body(&client, params, client_had_params)?;
+        host.set_request_body(size, &body).map_err(|_| Fallback::Body)?;
+        if host.set_request_header("content-length", Some(&body.len().to_string())).is_err() {
+            let _ = host.set_request_body(body.len(), &client);
+            return Err(Fallback::Body);
+        }
+        Ok(())
+    }
+}
