@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Parser;
 use infergate_model_sim::engine::{EngineProfile, NamedProfile};
 use infergate_model_sim::server::faults::Faults;
-use infergate_model_sim::server::{MetricsFormat, Pod, PodSpec, serve};
+use infergate_model_sim::server::{KvRole, MetricsFormat, PdSettings, Pod, PodSpec, serve};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -22,6 +22,12 @@ use tokio::sync::Notify;
 /// unpins; POST /admin/faults sets faults (added_latency_ms, error_rate, error_status,
 /// hang, freeze_metrics); POST /admin/shutdown kills the pod (streams in progress are cut,
 /// and its port then refuses connections).
+///
+/// Prefill/decode disaggregation as vLLM's NixlConnector does it: a request with
+/// kv_transfer_params.do_remote_decode is a prefill leg, answered with the
+/// kv_transfer_params a decode leg (do_remote_prefill) carries to another pod, which
+/// fetches the prompt's KV from this one (POST /internal/kv/claim) and waits for the
+/// transfer. See docs/model-sim.md.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -66,6 +72,8 @@ struct Args {
     lora_load_ms: Option<f64>,
     /// Per-pod overrides, `INDEX:KEY=VALUE[,KEY=VALUE]`, e.g. `0:prefill_tokens_per_s=5000`
     /// for one slow pod, or `3:num_gpu_blocks=2000` for one with less KV. Repeatable.
+    /// KEY is a profile field, or kv_role, kv_bytes_per_token, kv_transfer_gb_per_s or
+    /// pd_sidecar (true or false), e.g. `0:kv_role=producer`.
     #[arg(long = "pod-override")]
     pod_overrides: Vec<String>,
     /// Which engine's metric names /metrics uses.
@@ -91,6 +99,32 @@ struct Args {
     /// Seed for the injected faults.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// The pods' part in prefill/decode disaggregation (vLLM's kv_role): producer
+    /// refuses decode legs, consumer refuses prefill legs, both serves either. Every
+    /// role serves plain requests.
+    #[arg(long, value_enum, default_value_t = KvRole::Both)]
+    kv_role: KvRole,
+    /// KV-cache bytes per prompt token a transfer moves (Llama-3.1-8B in BF16: 131072).
+    #[arg(long, default_value_t = 131_072)]
+    kv_bytes_per_token: u64,
+    /// Bandwidth of each pod's inbound KV link, 10^9 bytes per simulated second;
+    /// transfers on one pod's link run one after another.
+    #[arg(long, default_value_t = 25.0)]
+    kv_transfer_gb_per_s: f64,
+    /// Simulated seconds a prefill pod holds a prompt's KV for its decode pod (vLLM's
+    /// VLLM_NIXL_ABORT_REQUEST_TIMEOUT).
+    #[arg(long, default_value_t = 480.0)]
+    kv_lease_s: f64,
+    /// The host a prefill leg's answer tells the decode pod to fetch the KV from
+    /// (vLLM's VLLM_NIXL_SIDE_CHANNEL_HOST); default: --host, or 127.0.0.1 when that is
+    /// unspecified (0.0.0.0).
+    #[arg(long)]
+    kv_host: Option<String>,
+    /// Emulate llm-d's routing sidecar in front of each pod: a request with
+    /// x-prefiller-host-port has its prefill leg sent to that pod first, then is
+    /// decoded here.
+    #[arg(long)]
+    pd_sidecar: bool,
 }
 
 impl Args {
@@ -119,13 +153,36 @@ impl Args {
         }
         p
     }
+
+    fn pd_settings(&self) -> PdSettings {
+        PdSettings {
+            role: self.kv_role,
+            kv_bytes_per_token: self.kv_bytes_per_token,
+            transfer_gb_per_s: self.kv_transfer_gb_per_s,
+            lease_s: self.kv_lease_s,
+            sidecar: self.pd_sidecar,
+            kv_host: self.kv_host.clone(),
+        }
+    }
 }
 
-/// Applies `KEY=VALUE,...` to a profile through its serde field names.
-fn apply_override(profile: EngineProfile, assignments: &str) -> Result<EngineProfile, String> {
-    let mut value = serde_json::to_value(profile).map_err(|e| e.to_string())?;
+/// One pod's engine profile and P/D settings.
+#[derive(Clone)]
+struct PodConfig {
+    profile: EngineProfile,
+    pd: PdSettings,
+}
+
+/// Applies `KEY=VALUE,...` to a pod: P/D settings by name, profile fields through
+/// their serde names.
+fn apply_override(pod: &mut PodConfig, assignments: &str) -> Result<(), String> {
+    let mut value = serde_json::to_value(pod.profile).map_err(|e| e.to_string())?;
     for assignment in assignments.split(',') {
         let (key, raw) = assignment.split_once('=').ok_or_else(|| format!("expected KEY=VALUE, got {assignment:?}"))?;
+        if let Some(result) = pod.pd.set(key, raw) {
+            result?;
+            continue;
+        }
         let number: serde_json::Value = raw
             .parse::<u64>()
             .map(serde_json::Value::from)
@@ -134,21 +191,23 @@ fn apply_override(profile: EngineProfile, assignments: &str) -> Result<EnginePro
         let slot = value.get_mut(key).ok_or_else(|| format!("unknown profile field {key:?}"))?;
         *slot = number;
     }
-    serde_json::from_value(value).map_err(|e| e.to_string())
+    pod.profile = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    pod.pd.validate()
 }
 
-fn pod_profiles(args: &Args) -> Result<Vec<EngineProfile>, String> {
-    let mut profiles = vec![args.base_profile(); usize::from(args.pods)];
+fn pod_configs(args: &Args) -> Result<Vec<PodConfig>, String> {
+    let base = PodConfig { profile: args.base_profile(), pd: args.pd_settings() };
+    base.pd.validate()?;
+    let mut pods = vec![base; usize::from(args.pods)];
     for spec in &args.pod_overrides {
         let (index, assignments) =
             spec.split_once(':').ok_or_else(|| format!("--pod-override {spec:?}: expected INDEX:KEY=VALUE"))?;
         let index: usize = index.parse().map_err(|_| format!("--pod-override {spec:?}: bad index"))?;
-        let slot = profiles
-            .get_mut(index)
-            .ok_or_else(|| format!("--pod-override {spec:?}: there are only {} pods", args.pods))?;
-        *slot = apply_override(*slot, assignments).map_err(|e| format!("--pod-override {spec:?}: {e}"))?;
+        let slot =
+            pods.get_mut(index).ok_or_else(|| format!("--pod-override {spec:?}: there are only {} pods", args.pods))?;
+        apply_override(slot, assignments).map_err(|e| format!("--pod-override {spec:?}: {e}"))?;
     }
-    Ok(profiles)
+    Ok(pods)
 }
 
 #[tokio::main]
@@ -163,9 +222,9 @@ async fn main() -> ExitCode {
         error_status: args.fault_status,
         ..Faults::default()
     };
-    let checked = faults.validate().and_then(|()| pod_profiles(&args));
-    let profiles = match checked {
-        Ok(profiles) => profiles,
+    let checked = faults.validate().and_then(|()| pod_configs(&args));
+    let pods = match checked {
+        Ok(pods) => pods,
         Err(message) => {
             eprintln!("error: {message}");
             return ExitCode::from(2);
@@ -173,7 +232,7 @@ async fn main() -> ExitCode {
     };
     let stop = Arc::new(Notify::new());
     let mut servers = Vec::new();
-    for (i, profile) in (0u16..).zip(profiles) {
+    for (i, config) in (0u16..).zip(pods) {
         let Some(port) = args.base_port.checked_add(i) else {
             eprintln!("error: port {} + {i} is out of range", args.base_port);
             return ExitCode::from(2);
@@ -194,11 +253,12 @@ async fn main() -> ExitCode {
             dp_size: args.dp_size.max(1),
             faults: faults.clone(),
             seed: args.seed,
-            ..PodSpec::new(address, profile)
+            pd: config.pd,
+            ..PodSpec::new(address, config.profile)
         });
         servers.push(tokio::spawn(serve(pod, listener, Arc::clone(&stop))));
     }
-    tracing::info!(pods = args.pods, first_port = args.base_port, time_scale = args.time_scale, engine = ?args.engine, "model-sim fleet serving");
+    tracing::info!(pods = args.pods, first_port = args.base_port, time_scale = args.time_scale, engine = ?args.engine, kv_role = ?args.kv_role, pd_sidecar = args.pd_sidecar, "model-sim fleet serving");
     wait_for_signal().await;
     tracing::info!("stopping the fleet");
     stop.notify_waiters();

@@ -1,4 +1,5 @@
-//! The OpenAI-compatible endpoints of one simulated pod.
+//! The OpenAI-compatible endpoints of one simulated pod, either leg of a split request
+//! included.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -6,14 +7,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::handover;
+use super::kv_transfer::{KV_TRANSFER_PARAMS, Leg};
 use super::pod::Pod;
+use super::sidecar::{self, PREFILLER_HEADER};
 use crate::engine::EngineEvent;
 
 const DEFAULT_MAX_TOKENS: u32 = 16;
@@ -35,6 +39,9 @@ pub struct CompletionRequest {
     pub stream: bool,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// vLLM's prefill/decode handover: which leg of a split request this is.
+    #[serde(default)]
+    pub kv_transfer_params: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,6 +54,15 @@ pub struct StreamOptions {
 pub enum Flavor {
     Chat,
     Completion,
+}
+
+impl Flavor {
+    pub fn path(self) -> &'static str {
+        match self {
+            Flavor::Chat => "/v1/chat/completions",
+            Flavor::Completion => "/v1/completions",
+        }
+    }
 }
 
 impl CompletionRequest {
@@ -90,7 +106,12 @@ fn unix_s() -> u64 {
 }
 
 pub fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}});
+    openai_error_for(status, code, message, None)
+}
+
+/// An error in OpenAI's shape that names the request field at fault.
+pub fn openai_error_for(status: StatusCode, code: &str, message: &str, param: Option<&str>) -> Response {
+    let body = json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}});
     (status, Json(body)).into_response()
 }
 
@@ -98,12 +119,30 @@ pub fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
 /// in hex, so that a test can tell the gateway passed it on byte for byte.
 pub const BODY_DIGEST_HEADER: &str = "x-sim-body-xxh64";
 
-pub async fn chat_completions(State(pod): State<Arc<Pod>>, body: Bytes) -> Response {
-    with_body_digest(&body.clone(), complete(pod, body, Flavor::Chat).await)
+pub async fn chat_completions(State(pod): State<Arc<Pod>>, headers: HeaderMap, body: Bytes) -> Response {
+    with_body_digest(&body.clone(), serve(pod, &headers, body, Flavor::Chat).await)
 }
 
-pub async fn completions(State(pod): State<Arc<Pod>>, body: Bytes) -> Response {
-    with_body_digest(&body.clone(), complete(pod, body, Flavor::Completion).await)
+pub async fn completions(State(pod): State<Arc<Pod>>, headers: HeaderMap, body: Bytes) -> Response {
+    with_body_digest(&body.clone(), serve(pod, &headers, body, Flavor::Completion).await)
+}
+
+/// With the sidecar on and a prefill pod named, the prefill leg runs there first and
+/// this pod serves the decode leg; otherwise the request as it came.
+async fn serve(pod: Arc<Pod>, headers: &HeaderMap, body: Bytes, flavor: Flavor) -> Response {
+    let prefiller = headers
+        .get(PREFILLER_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| pod.pd().sidecar && !value.is_empty());
+    let body = match prefiller {
+        Some(prefiller) => match sidecar::prefill_remotely(prefiller, flavor.path(), &body).await {
+            Ok(decode) => decode,
+            Err(response) => return response,
+        },
+        None => body,
+    };
+    complete(pod, body, flavor).await
 }
 
 fn with_body_digest(body: &[u8], mut response: Response) -> Response {
@@ -131,6 +170,17 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
     if !pod.serves(&request.model) {
         return openai_error(StatusCode::NOT_FOUND, "model_not_found", "this pod does not serve that model");
     }
+    let leg = match leg(&pod, &request) {
+        Ok(leg) => leg,
+        Err(message) => {
+            return openai_error_for(
+                StatusCode::BAD_REQUEST,
+                "invalid_kv_transfer_params",
+                &message,
+                Some(KV_TRANSFER_PARAMS),
+            );
+        }
+    };
     let faults = pod.faults();
     if faults.hang {
         std::future::pending::<()>().await;
@@ -154,8 +204,37 @@ async fn complete(pod: Arc<Pod>, body: Bytes, flavor: Flavor) -> Response {
         );
         return openai_error(StatusCode::BAD_REQUEST, "context_length_exceeded", &message);
     }
-    let events = pod.driver().submit(prompt, request.output_tokens(), pod.adapter_for(&request.model));
-    if request.stream { stream(pod, request, flavor, events) } else { whole(pod, request, flavor, events).await }
+    let adapter = pod.adapter_for(&request.model);
+    let events = match &leg {
+        Leg::Decode(remote) => {
+            let tokens = u32::try_from(prompt_tokens.max(1)).unwrap_or(u32::MAX);
+            let waited = match handover::receive(&pod, remote, &prompt, adapter.clone(), tokens).await {
+                Ok(waited) => waited,
+                Err(response) => return response,
+            };
+            pod.driver().submit_transferred(prompt, request.output_tokens(), adapter, waited)
+        }
+        Leg::Whole | Leg::Prefill => pod.driver().submit(prompt, request.output_tokens(), adapter),
+    };
+    let prefill_leg = leg == Leg::Prefill;
+    if request.stream {
+        stream(pod, request, flavor, events)
+    } else {
+        whole(pod, request, flavor, events, prefill_leg).await
+    }
+}
+
+/// Which leg of a split request this is, if this pod's role serves it.
+fn leg(pod: &Pod, request: &CompletionRequest) -> Result<Leg, String> {
+    let leg = Leg::of(request.kv_transfer_params.as_ref())?;
+    pod.pd().role.admit(&leg)?;
+    if leg == Leg::Prefill && request.stream {
+        return Err(
+            "a prefill leg (do_remote_decode) is answered whole, with its kv_transfer_params: send stream false"
+                .to_string(),
+        );
+    }
+    Ok(leg)
 }
 
 async fn whole(
@@ -163,6 +242,7 @@ async fn whole(
     request: CompletionRequest,
     flavor: Flavor,
     mut events: mpsc::UnboundedReceiver<EngineEvent>,
+    prefill_leg: bool,
 ) -> Response {
     let output_tokens = request.output_tokens();
     loop {
@@ -178,7 +258,7 @@ async fn whole(
     let text = "tok ".repeat(output_tokens as usize);
     let usage = usage(prompt_tokens, output_tokens);
     let id = pod.next_id();
-    let body = match flavor {
+    let mut body = match flavor {
         Flavor::Chat => json!({
             "id": format!("chatcmpl-{id:x}"), "object": "chat.completion", "created": unix_s(), "model": request.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
@@ -190,6 +270,11 @@ async fn whole(
             "usage": usage,
         }),
     };
+    if prefill_leg {
+        // The completion id names the held KV, as vLLM's request id does.
+        let request_id = body["id"].as_str().unwrap_or_default().to_string();
+        body[KV_TRANSFER_PARAMS] = handover::hold_for_decode(&pod, &request_id, prompt_tokens);
+    }
     Json(body).into_response()
 }
 

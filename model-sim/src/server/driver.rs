@@ -1,15 +1,18 @@
 //! Runs one pod's engine in scaled real time: steps back to back while there is work,
 //! sleeps (on timers, not the CPU) until each step's end, then delivers its events to
-//! the waiting HTTP handlers.
+//! the waiting HTTP handlers. Meanwhile it answers how much of a prompt its prefix
+//! cache holds, which a decode leg's KV transfer need not move.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::engine::{Engine, EngineEvent, EngineProfile, EngineStats, Histogram, SimRequest};
+use crate::engine::{
+    CHARS_PER_TOKEN, Engine, EngineEvent, EngineProfile, EngineStats, Histogram, SimRequest, block_hashes,
+};
 
 /// A request to run, and where to send its events.
 pub struct Submission {
@@ -17,6 +20,18 @@ pub struct Submission {
     pub output_tokens: u32,
     pub adapter: Option<String>,
     pub events: mpsc::UnboundedSender<EngineEvent>,
+    /// The decode leg of a split request: its prompt's KV came from a prefill pod.
+    pub kv_transferred: bool,
+    /// Engine seconds the request waited before it reached the engine (its KV
+    /// transfer): counted in its time to first token, as vLLM counts it.
+    pub waited_s: f64,
+}
+
+/// How much of a prompt this pod has in its prefix cache now.
+struct CacheQuery {
+    prompt: Vec<u8>,
+    adapter: Option<String>,
+    reply: oneshot::Sender<u32>,
 }
 
 /// What `/metrics` reads, refreshed after every step.
@@ -31,6 +46,7 @@ pub struct Published {
 #[derive(Clone)]
 pub struct DriverHandle {
     submissions: mpsc::UnboundedSender<Submission>,
+    queries: mpsc::UnboundedSender<CacheQuery>,
     published: Arc<Mutex<Published>>,
 }
 
@@ -46,8 +62,9 @@ impl DriverHandle {
             prefill: engine.prefill.clone(),
         }));
         let (submissions, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(drive(engine, receiver, Arc::clone(&published), time_scale));
-        Self { submissions, published }
+        let (queries, query_receiver) = mpsc::unbounded_channel();
+        tokio::spawn(drive(engine, receiver, query_receiver, Arc::clone(&published), time_scale));
+        Self { submissions, queries, published }
     }
 
     /// Queues a request; events arrive on the returned channel.
@@ -57,9 +74,48 @@ impl DriverHandle {
         output_tokens: u32,
         adapter: Option<String>,
     ) -> mpsc::UnboundedReceiver<EngineEvent> {
+        self.send(prompt, output_tokens, adapter, None)
+    }
+
+    /// Queues the decode leg of a split request, whose prompt's KV arrived after
+    /// `waited_s` engine seconds.
+    pub fn submit_transferred(
+        &self,
+        prompt: Vec<u8>,
+        output_tokens: u32,
+        adapter: Option<String>,
+        waited_s: f64,
+    ) -> mpsc::UnboundedReceiver<EngineEvent> {
+        self.send(prompt, output_tokens, adapter, Some(waited_s))
+    }
+
+    fn send(
+        &self,
+        prompt: Vec<u8>,
+        output_tokens: u32,
+        adapter: Option<String>,
+        transferred_after_s: Option<f64>,
+    ) -> mpsc::UnboundedReceiver<EngineEvent> {
         let (events, receiver) = mpsc::unbounded_channel();
-        let _ = self.submissions.send(Submission { prompt, output_tokens, adapter, events });
+        let _ = self.submissions.send(Submission {
+            prompt,
+            output_tokens,
+            adapter,
+            events,
+            kv_transferred: transferred_after_s.is_some(),
+            waited_s: transferred_after_s.unwrap_or(0.0).max(0.0),
+        });
         receiver
+    }
+
+    /// The prompt tokens this pod's prefix cache holds now (as vLLM counts a hit: all
+    /// but the last token at most), which a KV transfer need not move.
+    pub async fn cached_prompt_tokens(&self, prompt: Vec<u8>, adapter: Option<String>) -> u32 {
+        let (reply, answer) = oneshot::channel();
+        if self.queries.send(CacheQuery { prompt, adapter, reply }).is_err() {
+            return 0;
+        }
+        answer.await.unwrap_or(0)
     }
 
     pub fn published(&self) -> Option<Published> {
@@ -70,6 +126,7 @@ impl DriverHandle {
 async fn drive(
     mut engine: Engine,
     mut submissions: mpsc::UnboundedReceiver<Submission>,
+    mut queries: mpsc::UnboundedReceiver<CacheQuery>,
     published: Arc<Mutex<Published>>,
     time_scale: f64,
 ) {
@@ -81,7 +138,9 @@ async fn drive(
     let mut next_id = 0u64;
     let mut accept = |engine: &mut Engine, listeners: &mut HashMap<u64, _>, s: Submission, now: f64| {
         next_id += 1;
-        engine.submit(SimRequest::from_text(next_id, now, &s.prompt, s.output_tokens, s.adapter, block_size));
+        let request =
+            SimRequest::from_text(next_id, now - s.waited_s, &s.prompt, s.output_tokens, s.adapter, block_size);
+        engine.submit(if s.kv_transferred { request.with_transferred_kv() } else { request });
         listeners.insert(next_id, s.events);
     };
     loop {
@@ -91,7 +150,13 @@ async fn drive(
         let now = virtual_now();
         match engine.step(now) {
             Some(step) => {
-                tokio::time::sleep_until(real_at(now + step.duration)).await;
+                let end = real_at(now + step.duration);
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(end) => break,
+                        Some(query) = queries.recv() => answer(&engine, query),
+                    }
+                }
                 for event in step.events {
                     let (id, done) = match event {
                         EngineEvent::FirstToken { id, .. } | EngineEvent::Token { id, .. } => (id, false),
@@ -120,11 +185,20 @@ async fn drive(
                         Some(submission) => accept(&mut engine, &mut listeners, submission, virtual_now()),
                         None => return,
                     },
+                    Some(query) = queries.recv() => answer(&engine, query),
                     () = next => {}
                 }
             }
         }
     }
+}
+
+fn answer(engine: &Engine, query: CacheQuery) {
+    let block_size = engine.profile().block_size;
+    let prompt_tokens = u32::try_from(query.prompt.len().div_ceil(CHARS_PER_TOKEN)).unwrap_or(u32::MAX).max(1);
+    let hashes = block_hashes(&query.prompt, query.adapter.as_deref(), block_size);
+    let cached = u32::try_from(engine.cached_prefix_blocks(&hashes)).unwrap_or(u32::MAX).saturating_mul(block_size);
+    let _ = query.reply.send(cached.min(prompt_tokens - 1));
 }
 
 fn publish(engine: &Engine, published: &Mutex<Published>, now: f64) {

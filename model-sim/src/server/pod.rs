@@ -1,7 +1,8 @@
-//! One simulated pod on its own port: the OpenAI API over its engine, `/metrics`, and
-//! an admin API to pin metrics, inject faults and kill the pod.
+//! One simulated pod on its own port: the OpenAI API over its engine, `/metrics`, the
+//! KV handover of split requests, and an admin API to pin metrics, inject faults and
+//! kill the pod.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,7 +19,12 @@ use tokio::sync::Notify;
 use super::api;
 use super::driver::DriverHandle;
 use super::faults::Faults;
-use super::metrics_text::{MetricsFormat, MetricsView, render};
+use super::handover::{self, CLAIM_PATH};
+use super::kv_link::KvLink;
+use super::kv_registry::KvRegistry;
+use super::kv_transfer::PdSettings;
+use super::metrics_text::pd::PdCounters;
+use super::metrics_text::{MetricsFormat, MetricsView, pd, render};
 use super::pinned::PinnedMetrics;
 use crate::engine::EngineProfile;
 use infergate_core::wire::header::SERVED_BY as SERVED_BY_HEADER;
@@ -38,6 +44,8 @@ pub struct PodSpec {
     pub faults: Faults,
     /// Seed of the fault injector's random choices.
     pub seed: u64,
+    /// Its part in prefill/decode disaggregation.
+    pub pd: PdSettings,
 }
 
 impl PodSpec {
@@ -52,6 +60,7 @@ impl PodSpec {
             dp_size: 1,
             faults: Faults::default(),
             seed: 0,
+            pd: PdSettings::default(),
         }
     }
 }
@@ -67,6 +76,11 @@ pub struct Pod {
     /// Set by the admin API's kill: answers being streamed stop at their next token.
     killed: std::sync::atomic::AtomicBool,
     ids: AtomicU64,
+    kv_registry: KvRegistry,
+    kv_link: KvLink,
+    pd_counters: Mutex<PdCounters>,
+    /// The next KV block id a prefill leg's answer names.
+    next_block: AtomicU64,
 }
 
 impl Pod {
@@ -81,6 +95,10 @@ impl Pod {
             shutdown: Notify::new(),
             killed: std::sync::atomic::AtomicBool::new(false),
             ids: AtomicU64::new(first_id(spec.address)),
+            kv_registry: KvRegistry::new(lease(&spec)),
+            kv_link: KvLink::new(),
+            pd_counters: Mutex::new(PdCounters::default()),
+            next_block: AtomicU64::new(0),
             spec,
         })
     }
@@ -114,6 +132,46 @@ impl Pod {
     /// A completion id, unique across pods as real engines' random ids are.
     pub fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn time_scale(&self) -> f64 {
+        self.spec.time_scale
+    }
+
+    pub fn pd(&self) -> &PdSettings {
+        &self.spec.pd
+    }
+
+    pub fn kv_registry(&self) -> &KvRegistry {
+        &self.kv_registry
+    }
+
+    pub fn kv_link(&self) -> &KvLink {
+        &self.kv_link
+    }
+
+    pub fn count_pd(&self, update: impl FnOnce(&mut PdCounters)) {
+        if let Ok(mut counters) = self.pd_counters.lock() {
+            update(&mut counters);
+        }
+    }
+
+    /// The host a decode pod reaches this pod's held KV at.
+    pub fn kv_host(&self) -> String {
+        match &self.spec.pd.kv_host {
+            Some(host) => host.clone(),
+            None if self.spec.address.ip().is_unspecified() => Ipv4Addr::LOCALHOST.to_string(),
+            None => self.spec.address.ip().to_string(),
+        }
+    }
+
+    /// Ids of the KV blocks a prompt of `prompt_tokens` fills, as a prefill leg's
+    /// answer lists them (`remote_block_ids`).
+    pub fn block_ids(&self, prompt_tokens: u32) -> Vec<u64> {
+        let count = u64::from(prompt_tokens.div_ceil(self.spec.profile.block_size.max(1)));
+        let capacity = self.spec.profile.num_gpu_blocks.max(1);
+        let first = self.next_block.fetch_add(count, Ordering::Relaxed);
+        (first..first + count).map(|block| block % capacity).collect()
     }
 
     /// The most tokens (prompt and completion) one request can hold: the KV cache.
@@ -150,7 +208,13 @@ impl Pod {
         if let Some(pinned) = self.pinned.read().ok().and_then(|p| p.clone()) {
             view.pin(&pinned);
         }
-        render(self.spec.metrics_format, &view)
+        let mut text = render(self.spec.metrics_format, &view);
+        let expired = self.kv_registry.expired_total(tokio::time::Instant::now());
+        self.count_pd(|c| c.expired_leases = expired);
+        if let Ok(counters) = self.pd_counters.lock() {
+            text.push_str(&pd::render(self.spec.metrics_format, view.model_name, &counters));
+        }
+        text
     }
 
     fn set_faults(&self, faults: Faults) {
@@ -232,6 +296,7 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/admin/metrics", post(pin_metrics).delete(unpin_metrics))
         .route("/admin/faults", post(set_faults))
         .route("/admin/shutdown", post(shutdown))
+        .route(CLAIM_PATH, post(handover::claim_endpoint))
         .layer(middleware::from_fn_with_state(Arc::clone(&pod), annotate))
         .with_state(pod)
 }
@@ -248,6 +313,12 @@ pub async fn serve(pod: Arc<Pod>, listener: TcpListener, stop: Arc<Notify>) -> s
             }
         })
         .await
+}
+
+/// How long a prefilled prompt's KV waits for its decode pod, in real time.
+fn lease(spec: &PodSpec) -> std::time::Duration {
+    let seconds = spec.pd.lease_s * spec.time_scale;
+    std::time::Duration::try_from_secs_f64(seconds).unwrap_or(std::time::Duration::from_secs(480))
 }
 
 /// Where a pod's completion ids start: from the clock and the pod's port, so that two

@@ -1,6 +1,7 @@
 //! `/metrics` in each engine's own Prometheus dialect, with the names and labels the
 //! real servers use, so that the agent's adapters are exercised as in production.
 
+pub mod pd;
 mod sglang;
 mod trtllm;
 mod vllm;
