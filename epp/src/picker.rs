@@ -7,11 +7,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use infergate_core::ApiError;
-use infergate_core::config::{PrefixSettings, RoutingConfig};
+use infergate_core::config::{DisaggMode, PrefixSettings, RoutingConfig};
 use infergate_core::endpoint::Endpoint;
 use infergate_core::prefix::PrefixChain;
 use infergate_core::request::InferenceRequest;
-use infergate_core::router::{LoadLedger, LocalLedger, Router};
+use infergate_core::router::{LoadLedger, LocalLedger, PrefillLeg, Router};
 use infergate_core::snapshot::Snapshot;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -97,6 +97,12 @@ pub struct Routed {
     prefix: PrefixChain,
     /// Counted as pending prefill on `counted_on` until the first answer.
     pending_prefill_tokens: Option<u64>,
+    /// A split request's prefill pod, for `x-prefiller-host-port`: llm-d's routing
+    /// sidecar on the decode pod runs the prefill leg.
+    pub prefiller: Option<Endpoint>,
+    /// The prefill leg, counted on its pod until the decode pod answers (the sidecar
+    /// runs the leg before the decode) or the request ends.
+    prefill: Option<PrefillLeg>,
 }
 
 pub fn now_ms() -> u64 {
@@ -150,14 +156,27 @@ impl Picker {
     pub fn route(&self, request: &InferenceRequest, subset: Option<&[Endpoint]>) -> Result<Routed, ApiError> {
         let mut state = self.state();
         let State { router, ledger, .. } = &mut *state;
-        let decision = router.route_within(request, now_ms(), ledger, subset)?;
+        let mut decision = router.route_within(request, now_ms(), ledger, subset)?;
         self.stats.decisions.inc();
+        // An endpoint picker chooses pods; it cannot send a prefill leg itself. Only
+        // llm-d's sidecar (`mode: sidecar`) can run a split: otherwise the decode pod
+        // serves the request whole.
+        let sidecar = router
+            .config()
+            .pool(&decision.pool)
+            .and_then(|pool| pool.disaggregation.as_ref())
+            .is_some_and(|d| d.mode == DisaggMode::Sidecar);
+        if !sidecar && let Some(leg) = decision.prefill.take() {
+            router.prefill_leg_done(&leg, ledger);
+        }
         tracing::debug!(decision = %decision.explain(), "routed");
         Ok(Routed {
             endpoints: decision.endpoint_header(),
             explanation: self.settings.explain.then(|| decision.explain()),
             counted_on: decision.chosen.endpoint,
             pending_prefill_tokens: Some(decision.pending_prefill_tokens),
+            prefiller: decision.prefill.as_ref().map(PrefillLeg::endpoint),
+            prefill: decision.prefill,
             prefix: decision.prefix,
             pool: decision.pool,
             model: decision.model,
@@ -171,6 +190,9 @@ impl Picker {
         let mut state = self.state();
         let State { router, ledger, .. } = &mut *state;
         router.prefill_done(routed.counted_on, tokens, ledger);
+        if let Some(leg) = routed.prefill.take() {
+            router.prefill_leg_done(&leg, ledger);
+        }
         if let Some(pod) = served_by.filter(|pod| *pod != routed.counted_on) {
             router.record_prefix(pod, &routed.prefix);
         }
@@ -181,6 +203,9 @@ impl Picker {
         let mut state = self.state();
         let State { router, ledger, .. } = &mut *state;
         router.release(routed.counted_on, routed.pending_prefill_tokens.unwrap_or(0), ledger);
+        if let Some(leg) = &routed.prefill {
+            router.prefill_leg_done(leg, ledger);
+        }
     }
 
     /// The requests this picker has in flight on `pod`.

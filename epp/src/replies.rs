@@ -40,6 +40,9 @@ pub fn routed_headers(routed: &Routed, reserved: &[String]) -> ProcessingRespons
     if let Some(explanation) = &routed.explanation {
         set_headers.push(set(header::DECISION, explanation));
     }
+    if let Some(prefiller) = routed.prefiller {
+        set_headers.push(set(header::PREFILLER_HOST_PORT, &prefiller.to_string()));
+    }
     let remove_headers = reserved
         .iter()
         .filter(|name| !set_headers.iter().any(|set| set.header.as_ref().is_some_and(|h| &h.key == *name)));

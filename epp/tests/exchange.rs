@@ -231,3 +231,54 @@ fn the_subset_hint_limits_the_choice_and_an_empty_one_is_a_503() {
         }
     }
 }
+
+#[test]
+fn a_split_request_names_its_prefill_pod_for_the_sidecar_and_releases_it() {
+    let text = include_str!("../../examples/infergate.yaml");
+    let mut config = InfergateConfig::from_yaml_str(text, "examples/infergate.yaml").unwrap();
+    let pool = config.pools.iter_mut().find(|p| p.name == "llama").unwrap();
+    let prefill: infergate_core::Endpoint = "127.0.0.1:8003".parse().unwrap();
+    pool.disaggregation = Some(infergate_core::config::Disaggregation {
+        mode: infergate_core::config::DisaggMode::Sidecar,
+        split: infergate_core::config::SplitPolicy::Always,
+        prefill_endpoints: vec![prefill],
+        ..Default::default()
+    });
+    let settings = PickerSettings { max_body_bytes: 64 * 1024, early_decision: false, explain: true };
+    let picker = Arc::new(Picker::new(config.routing_config(), settings, 7));
+    let mut exchange = Exchange::new(Arc::clone(&picker));
+    let answers = send(&mut exchange, &chat(MODEL, 400), 1, &[(header::PREFILLER_HOST_PORT, "10.6.6.6:80")]);
+    let decided = answers.iter().flatten().find(|a| set_header(a, header::ENDPOINT).is_some()).unwrap();
+    assert_eq!(
+        set_header(decided, header::PREFILLER_HOST_PORT),
+        Some("127.0.0.1:8003"),
+        "the client's copy is replaced"
+    );
+    let decode: infergate_core::Endpoint =
+        set_header(decided, header::ENDPOINT).unwrap().split(',').next().unwrap().parse().unwrap();
+    assert_ne!(decode, prefill, "a prefill-only pod does not decode");
+    assert!(set_header(decided, header::DECISION).unwrap().contains("pd=split reason=always"));
+    assert_eq!(picker.in_flight(prefill), 1);
+    drop(exchange);
+    assert_eq!((picker.in_flight(prefill), picker.in_flight(decode)), (0, 0), "both released when the stream ends");
+}
+
+#[test]
+fn without_the_sidecar_the_picker_serves_a_split_request_whole() {
+    let text = include_str!("../../examples/infergate.yaml");
+    let mut config = InfergateConfig::from_yaml_str(text, "examples/infergate.yaml").unwrap();
+    let pool = config.pools.iter_mut().find(|p| p.name == "llama").unwrap();
+    let prefill: infergate_core::Endpoint = "127.0.0.1:8003".parse().unwrap();
+    pool.disaggregation = Some(infergate_core::config::Disaggregation {
+        split: infergate_core::config::SplitPolicy::Always,
+        prefill_endpoints: vec![prefill],
+        ..Default::default()
+    });
+    let settings = PickerSettings { max_body_bytes: 64 * 1024, early_decision: false, explain: false };
+    let picker = Arc::new(Picker::new(config.routing_config(), settings, 7));
+    let mut exchange = Exchange::new(Arc::clone(&picker));
+    let answers = send(&mut exchange, &chat(MODEL, 400), 1, &[]);
+    let decided = answers.iter().flatten().find(|a| set_header(a, header::ENDPOINT).is_some()).unwrap();
+    assert_eq!(set_header(decided, header::PREFILLER_HOST_PORT), None);
+    assert_eq!(picker.in_flight(prefill), 0, "the prefill leg is released at once");
+}
