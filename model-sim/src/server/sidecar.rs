@@ -15,7 +15,7 @@ use super::http_client::{Reply, post_json};
 use super::kv_transfer::{KV_TRANSFER_PARAMS, prefill_request};
 
 /// The prefill pod, `host:port`, that llm-d's router chose (llm-d's header name).
-pub const PREFILLER_HEADER: &str = "x-prefiller-host-port";
+pub use infergate_core::wire::header::PREFILLER_HOST_PORT as PREFILLER_HEADER;
 /// A long prompt on a loaded prefill pod can take minutes.
 const PREFILL_TIMEOUT: Duration = Duration::from_secs(600);
 
