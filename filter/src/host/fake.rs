@@ -349,6 +349,11 @@ struct StreamState {
     in_response_body: bool,
     /// The stream's own callback resumed it (from a call answer).
     resumed: bool,
+    /// The stream's own callback resumed its paused response (from a call answer).
+    response_resumed: bool,
+    /// The whole request went on upstream: Envoy no longer lends its headers (a read
+    /// or write is refused, on which the SDK panics).
+    request_gone: bool,
 }
 
 /// One HTTP stream: the test plays Envoy and the upstream around the filter.
@@ -403,6 +408,7 @@ impl Stream {
         );
         self.state.request_headers = all;
         let mut flows = vec![self.run(|events| events.on_request_headers(chunks.is_empty()))];
+        self.state.request_gone = chunks.is_empty() && flows.last() == Some(&Flow::Continue);
         for (i, chunk) in chunks.iter().enumerate() {
             if self.state.reply.is_some() {
                 break;
@@ -414,6 +420,7 @@ impl Stream {
             if flow == Flow::Continue && self.state.reply.is_none() {
                 let passed = std::mem::take(&mut self.state.request_body);
                 self.state.forwarded_body.extend_from_slice(&passed);
+                self.state.request_gone |= last;
             }
             flows.push(flow);
         }
@@ -476,7 +483,10 @@ impl Stream {
                     set_header(&mut self.state.request_headers, &name, value.as_deref())
                 }
                 Deferred::Reply(reply) => self.state.reply = Some(reply),
-                Deferred::Resume => self.resumed = true,
+                Deferred::Resume => {
+                    self.resumed = true;
+                    self.state.request_gone = true;
+                }
             }
         }
     }
@@ -506,6 +516,7 @@ impl Stream {
         if self.state.resumed && self.state.reply.is_none() {
             let passed = std::mem::take(&mut self.state.request_body);
             self.state.forwarded_body.extend_from_slice(&passed);
+            self.state.request_gone = true;
         }
     }
 
@@ -516,6 +527,11 @@ impl Stream {
 
     pub fn reply(&self) -> Option<&Reply> {
         self.state.reply.as_ref()
+    }
+
+    /// A call answer let the paused response go on.
+    pub fn response_resumed(&self) -> bool {
+        self.state.response_resumed
     }
 
     /// A request header as the filter left it.
@@ -598,12 +614,15 @@ impl Host for FakeHost {
     fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
         self.envoy.count("request_headers");
         let stream = self.stream.borrow();
+        assert!(!stream.request_gone, "request headers read after the request went on");
         stream.request_headers.iter().map(|(n, v)| (n.clone(), v.clone().into_bytes())).collect()
     }
 
     fn request_header(&self, name: &str) -> Option<Vec<u8>> {
         self.envoy.count("request_header");
-        header(&self.stream.borrow().request_headers, name)
+        let stream = self.stream.borrow();
+        assert!(!stream.request_gone, "request header {name:?} read after the request went on");
+        header(&stream.request_headers, name)
     }
 
     fn set_request_header(&self, name: &str, value: Option<&str>) -> Result<(), Status> {
@@ -614,7 +633,9 @@ impl Host for FakeHost {
         if self.defer(Deferred::SetHeader(name.to_string(), value.map(str::to_string))) {
             return Ok(());
         }
-        set_header(&mut self.stream.borrow_mut().request_headers, name, value);
+        let mut stream = self.stream.borrow_mut();
+        assert!(!stream.request_gone, "request header {name:?} set after the request went on");
+        set_header(&mut stream.request_headers, name, value);
         Ok(())
     }
 
@@ -699,6 +720,16 @@ impl Host for FakeHost {
             return Err(Status::BadArgument);
         }
         self.stream.borrow_mut().resumed = true;
+        Ok(())
+    }
+
+    fn resume_response(&self) -> Result<(), Status> {
+        self.envoy.count("resume_response");
+        // Only from a call answer: a response callback resumes by its return value.
+        if self.envoy.fails("resume_response") || self.envoy.call_answer.borrow().is_none() {
+            return Err(Status::BadArgument);
+        }
+        self.stream.borrow_mut().response_resumed = true;
         Ok(())
     }
 

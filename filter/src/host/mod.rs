@@ -71,6 +71,8 @@ pub trait Host {
     fn set_effective_context(&self, context_id: u32) -> Result<(), Status>;
     /// Lets the effective stream's paused request go on to the next filter.
     fn resume_request(&self) -> Result<(), Status>;
+    /// Lets the effective stream's paused response go on to the next filter.
+    fn resume_response(&self) -> Result<(), Status>;
 
     // Shared between the VMs of one process.
     /// A value with its compare-and-swap token; `(None, None)` if never set.

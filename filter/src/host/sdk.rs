@@ -110,6 +110,10 @@ impl Host for SdkHost {
         hostcalls::resume_http_request().map_err(status)
     }
 
+    fn resume_response(&self) -> Result<(), Status> {
+        hostcalls::resume_http_response().map_err(status)
+    }
+
     fn shared_data(&self, key: &str) -> (Option<Vec<u8>>, Option<u32>) {
         hostcalls::get_shared_data(key).unwrap_or((None, None))
     }

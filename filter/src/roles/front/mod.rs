@@ -49,6 +49,11 @@ pub trait FrontRole {
     }
     /// The answer to an HTTP call the role made from this stream.
     fn on_http_call_response(&mut self, _token: u32, _num_headers: usize, _body_size: usize) {}
+    /// The upstream's response headers are in: whether the role holds this response,
+    /// to answer in its place or let it on later (it then sees no more of it here).
+    fn holds_response(&mut self) -> bool {
+        false
+    }
     fn on_response_headers(&mut self, end_of_stream: bool);
     fn on_response_body(&mut self, _body_size: usize, _end_of_stream: bool) -> Flow {
         Flow::Continue
@@ -150,6 +155,9 @@ impl<R: FrontRole> StreamEvents for FrontStream<R> {
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
+        if self.role.holds_response() {
+            return Flow::Pause;
+        }
         if let Some(explanation) = self.role.explanation() {
             let _ = self.role.host().set_response_header(header::DECISION, &explanation);
         }

@@ -361,8 +361,13 @@ impl FrontRole for RouterRequest {
     fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize) {
         let mut slot = self.routed.borrow_mut();
         if let Some(routed) = slot.as_mut() {
-            self.shared.on_prefill_answer(routed, token, num_headers, body_size);
+            self.shared.on_call_answer(routed, token, num_headers, body_size);
         }
+    }
+
+    fn holds_response(&mut self) -> bool {
+        let mut slot = self.routed.borrow_mut();
+        slot.as_mut().is_some_and(|routed| self.shared.whole_again(routed))
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) {
@@ -386,6 +391,11 @@ impl FrontRole for RouterRequest {
     }
 
     fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Flow {
+        let held = self.routed.borrow().as_ref().and_then(|r| r.split.as_ref()).is_some_and(Split::holds_response);
+        if held {
+            // The decode pod's failure, held until the whole request's answer replaces it.
+            return Flow::Pause;
+        }
         let awaiting = self.routed.borrow().as_ref().is_some_and(|r| r.awaiting_first_chunk);
         if body_size > 0 && awaiting {
             self.first_answer();

@@ -13,6 +13,11 @@
 //! decode pod: counted by reason, named in `x-infergate-decision`
 //! (`pd_fallback=<reason>`) and logged. The client never sees the prefill leg.
 //!
+//! A decode pod that then fails the request (a 5xx: it could not fetch the prompt's KV
+//! because the prefill pod died since, say) does not fail the client either: its answer
+//! is held and the client's body is sent whole to the decode pods, whose answer (whole,
+//! streamed or not) replaces it.
+//!
 //! Either way the prefill pod is released once (`Router::prefill_leg_done`), when the
 //! leg ends or the stream does, whichever comes first.
 
@@ -26,12 +31,17 @@ use infergate_core::wire::{cluster, header};
 use super::RouterShared;
 use super::pd_body;
 use super::request::Routed;
+use crate::host::Host;
 use crate::host::events::Flow;
 use crate::roles::front::intake::reply_error;
 
 /// A prefill answer that comes this close to the timeout or later is the timeout's:
 /// Envoy answers a timed-out call with its own 504.
 const TIMEOUT_SLACK_MS: u64 = 10;
+
+/// How long a failed decode leg's whole request may take: `gateway.request_timeout_ms`'s
+/// default.
+const WHOLE_AGAIN_TIMEOUT_MS: u64 = 300_000;
 
 /// Why a split request was served whole after all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +63,13 @@ pub enum Fallback {
     /// Released from the gateway queue by the worker's tick, where no prefill leg is
     /// sent.
     Queued,
+    /// The prefill leg worked but the decode pod failed the request (a 5xx): sent
+    /// whole to the decode pods again.
+    Decode,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 8] = [
+    pub const ALL: [Fallback; 9] = [
         Self::Dispatch,
         Self::Timeout,
         Self::Reset,
@@ -65,6 +78,7 @@ impl Fallback {
         Self::NoParams,
         Self::Body,
         Self::Queued,
+        Self::Decode,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +91,7 @@ impl Fallback {
             Self::NoParams => "no_kv_params",
             Self::Body => "body",
             Self::Queued => "queued",
+            Self::Decode => "decode",
         }
     }
 }
@@ -85,16 +100,46 @@ impl Fallback {
 pub struct Split {
     /// Counted on its prefill pod until released, once.
     leg: Option<PrefillLeg>,
+    /// The pool's cluster, where the gateway's calls go.
+    cluster: String,
+    /// The decode pods, ranked (`x-gateway-destination-endpoint`).
+    decode_endpoints: String,
+    /// What the gateway's calls copy of the client's request, read while Envoy still
+    /// holds its headers (it lets them go when the request goes on).
+    client: Option<ClientHeaders>,
     stage: Stage,
+}
+
+/// The client request's headers a call the gateway sends for it carries.
+struct ClientHeaders {
+    path: String,
+    content_type: String,
+    authorization: Option<String>,
+}
+
+impl ClientHeaders {
+    fn read(host: &dyn Host) -> Option<Self> {
+        Some(Self {
+            path: host.request_header_text(":path")?,
+            content_type: host.request_header_text("content-type").unwrap_or_else(|| "application/json".into()),
+            authorization: host.request_header_text("authorization"),
+        })
+    }
 }
 
 enum Stage {
     /// The decode pod's sidecar runs the leg.
     Sidecar,
     /// The gateway sends the leg once the body is whole.
-    Planned { cluster: String, timeout_ms: u64 },
+    Planned { timeout_ms: u64 },
     /// The gateway's leg is out; the request waits for it.
     Sent { token: u32, sent_at_ms: u64, timeout_ms: u64, body_size: usize, client_had_params: bool },
+    /// The leg worked and the request went to its decode pod with the params: the
+    /// client's body, to send whole if the decode pod fails it.
+    Decoding { original: Vec<u8> },
+    /// The decode pod failed it; the client's body went whole to the decode pods, and
+    /// the failed answer is held until theirs comes.
+    WholeAgain { token: u32 },
     /// Over: answered, failed, or the stream went first.
     Ended,
 }
@@ -103,6 +148,11 @@ impl Split {
     /// The request must wait for its whole body, to send the prefill leg first.
     pub fn needs_whole_body(&self) -> bool {
         matches!(self.stage, Stage::Planned { .. })
+    }
+
+    /// The decode pod's failed answer is held, to be replaced.
+    pub fn holds_response(&self) -> bool {
+        matches!(self.stage, Stage::WholeAgain { .. })
     }
 }
 
@@ -129,14 +179,20 @@ impl RouterShared {
                 }
                 Stage::Sidecar
             }
-            DisaggMode::Gateway => Stage::Planned { cluster: cluster::pool(&decision.pool), timeout_ms },
+            DisaggMode::Gateway => Stage::Planned { timeout_ms },
         };
-        Some(Split { leg: Some(leg), stage })
+        let decode_endpoints = match stage {
+            Stage::Planned { .. } => decision.endpoint_header(),
+            _ => String::new(),
+        };
+        Some(Split { leg: Some(leg), cluster: cluster::pool(&decision.pool), decode_endpoints, client: None, stage })
     }
 
     /// The leg is over (or its stream is): its prefill pod no longer counts it.
     pub(super) fn end_leg(&self, router: &mut Router, split: &mut Split) {
-        split.stage = Stage::Ended;
+        if matches!(split.stage, Stage::Planned { .. } | Stage::Sent { .. }) {
+            split.stage = Stage::Ended;
+        }
         if let Some(leg) = split.leg.take() {
             router.prefill_leg_done(&leg, &mut self.ledger());
         }
@@ -155,7 +211,7 @@ impl RouterShared {
     pub(super) fn fall_back(&self, router: &mut Router, routed: &mut Routed, why: Fallback) {
         self.metrics.pd.fallback(why);
         log::warn!(
-            "infergate router: prefill leg of a {} request failed ({}): served whole on its decode pod",
+            "infergate router: pool {}: a prefill leg failed ({}); the request is served whole on its decode pod",
             routed.pool,
             why.as_str()
         );
@@ -171,10 +227,11 @@ impl RouterShared {
     /// if it cannot, serves the request whole (`Continue`).
     pub(super) fn on_whole_body(&self, routed: &mut Routed, body_size: usize) -> Flow {
         let Some(split) = routed.split.as_mut() else { return Flow::Continue };
-        let Stage::Planned { cluster, timeout_ms } = std::mem::replace(&mut split.stage, Stage::Ended) else {
+        let Stage::Planned { timeout_ms } = std::mem::replace(&mut split.stage, Stage::Ended) else {
             return Flow::Continue;
         };
-        match self.send_prefill(split.leg.as_ref(), &cluster, timeout_ms, body_size) {
+        split.client = ClientHeaders::read(&*self.host);
+        match self.send_prefill(split, timeout_ms, body_size) {
             Ok(stage) => {
                 split.stage = stage;
                 Flow::Pause
@@ -189,42 +246,51 @@ impl RouterShared {
         }
     }
 
-    fn send_prefill(
-        &self,
-        leg: Option<&PrefillLeg>,
-        cluster: &str,
-        timeout_ms: u64,
-        body_size: usize,
-    ) -> Result<Stage, Fallback> {
+    fn send_prefill(&self, split: &Split, timeout_ms: u64, body_size: usize) -> Result<Stage, Fallback> {
         let host = &*self.host;
-        let leg = leg.ok_or(Fallback::Dispatch)?;
+        let leg = split.leg.as_ref().ok_or(Fallback::Dispatch)?;
         let client = host.request_body(0, body_size).ok_or(Fallback::Body)?;
         let (body, client_had_params) = pd_body::prefill_body(&client)?;
         drop(client);
-        let path = host.request_header_text(":path").ok_or(Fallback::Body)?;
-        let content_type = host.request_header_text("content-type").unwrap_or_else(|| "application/json".into());
-        let authorization = host.request_header_text("authorization");
         let endpoints = leg.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        let token = self.post_like_client(split, &endpoints, &body, timeout_ms)?;
+        Ok(Stage::Sent { token, sent_at_ms: host.now_unix_ms(), timeout_ms, body_size, client_had_params })
+    }
+
+    /// POSTs `body` to `endpoints` of the pool's cluster (the `override_host` header)
+    /// with the client request's path, content type and credentials.
+    fn post_like_client(&self, split: &Split, endpoints: &str, body: &[u8], timeout_ms: u64) -> Result<u32, Fallback> {
+        let client = split.client.as_ref().ok_or(Fallback::Body)?;
+        let cluster = split.cluster.as_str();
         let mut headers = vec![
             (":method", "POST"),
-            (":path", path.as_str()),
+            (":path", client.path.as_str()),
             (":authority", cluster),
-            ("content-type", content_type.as_str()),
-            (header::ENDPOINT, endpoints.as_str()),
+            ("content-type", client.content_type.as_str()),
+            (header::ENDPOINT, endpoints),
         ];
-        if let Some(authorization) = authorization.as_deref() {
+        if let Some(authorization) = client.authorization.as_deref() {
             headers.push(("authorization", authorization));
         }
-        let token = host.dispatch_http_call(cluster, &headers, &body, timeout_ms).map_err(|status| {
-            log::warn!("infergate router: cannot send a prefill leg to {cluster}: {status:?}");
+        self.host.dispatch_http_call(cluster, &headers, body, timeout_ms).map_err(|status| {
+            log::warn!("infergate router: cannot send a call to {cluster}: {status:?}");
             Fallback::Dispatch
-        })?;
-        Ok(Stage::Sent { token, sent_at_ms: host.now_unix_ms(), timeout_ms, body_size, client_had_params })
+        })
+    }
+
+    /// The answer to a call this stream's split sent: its prefill leg's, or its whole
+    /// request's after a failed decode leg.
+    pub(super) fn on_call_answer(&self, routed: &mut Routed, token: u32, num_headers: usize, body_size: usize) {
+        match routed.split.as_ref().map(|split| &split.stage) {
+            Some(Stage::Sent { .. }) => self.on_prefill_answer(routed, token, num_headers, body_size),
+            Some(Stage::WholeAgain { .. }) => self.on_whole_again_answer(routed, token, num_headers, body_size),
+            _ => {}
+        }
     }
 
     /// The prefill leg's answer (`num_headers` 0: the call failed): the decode leg's
     /// body from it, or the client's as it came; the request goes on either way.
-    pub(super) fn on_prefill_answer(&self, routed: &mut Routed, token: u32, num_headers: usize, body_size: usize) {
+    fn on_prefill_answer(&self, routed: &mut Routed, token: u32, num_headers: usize, body_size: usize) {
         let Some(split) = routed.split.as_mut() else { return };
         let Stage::Sent { token: sent, sent_at_ms, timeout_ms, body_size: client_size, client_had_params } =
             split.stage
@@ -245,8 +311,9 @@ impl RouterShared {
             return;
         };
         match outcome {
-            Ok(()) => {
+            Ok(original) => {
                 self.end_leg(&mut router, split);
+                split.stage = Stage::Decoding { original };
                 self.metrics.pd.prefill_ok.increment();
                 self.metrics.pd.prefill_ms.set(elapsed_ms);
                 if let Some(explained) = routed.explanation.as_mut() {
@@ -278,8 +345,9 @@ impl RouterShared {
     }
 
     /// Replaces the client's body, `size` bytes in Envoy's buffer, with the decode
-    /// leg's, and its length; on a failure the client's body stays as it came.
-    fn rewrite_body(&self, size: usize, params: &str, client_had_params: bool) -> Result<(), Fallback> {
+    /// leg's, and its length, and returns the client's; on a failure the client's body
+    /// stays as it came.
+    fn rewrite_body(&self, size: usize, params: &str, client_had_params: bool) -> Result<Vec<u8>, Fallback> {
         let host = &*self.host;
         let client = host.request_body(0, size).filter(|b| b.len() == size).ok_or(Fallback::Body)?;
         let body = pd_body::decode_body(&client, params, client_had_params)?;
@@ -288,6 +356,64 @@ impl RouterShared {
             let _ = host.set_request_body(body.len(), &client);
             return Err(Fallback::Body);
         }
-        Ok(())
+        Ok(client)
+    }
+
+    /// The decode pod's answer is in. A failure (5xx) of a decode leg that carried the
+    /// prefill leg's params is held, and the client's body sent whole to the decode
+    /// pods instead; returns whether it was. Any other answer lets the client's body go.
+    pub(super) fn whole_again(&self, routed: &mut Routed) -> bool {
+        let Some(split) = routed.split.as_mut().filter(|split| matches!(split.stage, Stage::Decoding { .. })) else {
+            return false;
+        };
+        let Stage::Decoding { original } = std::mem::replace(&mut split.stage, Stage::Ended) else {
+            return false;
+        };
+        let host = &*self.host;
+        if host.response_status().is_none_or(|status| status < 500) {
+            return false;
+        }
+        match self.post_like_client(split, &split.decode_endpoints, &original, WHOLE_AGAIN_TIMEOUT_MS) {
+            Ok(token) => split.stage = Stage::WholeAgain { token },
+            Err(_) => return false,
+        }
+        self.metrics.pd.fallback(Fallback::Decode);
+        log::warn!(
+            "infergate router: pool {}: a decode leg failed; the request is sent whole to its decode pods again",
+            routed.pool
+        );
+        if let Some(explained) = routed.explanation.as_mut() {
+            let _ = write!(explained, "; pd_fallback={}", Fallback::Decode.as_str());
+        }
+        true
+    }
+
+    /// The whole request's answer replaces the decode pod's failure; without one, the
+    /// failure goes on.
+    fn on_whole_again_answer(&self, routed: &mut Routed, token: u32, num_headers: usize, body_size: usize) {
+        let Some(split) = routed.split.as_mut() else { return };
+        if !matches!(split.stage, Stage::WholeAgain { token: sent } if sent == token) {
+            return;
+        }
+        split.stage = Stage::Ended;
+        let host = &*self.host;
+        let status = (num_headers > 0)
+            .then(|| host.http_call_response_header(":status"))
+            .flatten()
+            .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u32>().ok());
+        let Some(status) = status else {
+            log::warn!("infergate router: the whole request after a failed decode leg got no answer");
+            if let Err(refused) = host.resume_response() {
+                log::error!("infergate router: cannot resume a held answer: {refused:?}");
+            }
+            return;
+        };
+        let content_type = host.http_call_response_header("content-type").and_then(|v| String::from_utf8(v).ok());
+        let body = host.http_call_response_body(0, body_size).unwrap_or_default();
+        let mut headers = vec![("content-type", content_type.as_deref().unwrap_or("application/json"))];
+        if let Some(explained) = routed.explanation.as_deref() {
+            headers.push((header::DECISION, explained));
+        }
+        host.reply(status, &headers, &body);
     }
 }

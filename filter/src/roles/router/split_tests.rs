@@ -340,3 +340,70 @@ fn a_split_request_released_from_the_gateway_queue_is_served_whole() {
     assert_eq!(in_flight(&gateway, PREFILL), 0);
     assert!(decision(&mut stream).contains("pd_fallback=queued"));
 }
+
+/// A split request whose prefill leg worked and whose decode pod then answered `status`.
+fn decode_leg_answers(gateway: &Gateway, status: u16) -> Stream {
+    let (mut stream, _) = send(gateway, &client_body());
+    stream.answer_call(only_call(gateway).token, Some((200, &prefill_answer())));
+    let decode = stream.request_header(header::ENDPOINT).map(crate::test_support::first_endpoint).unwrap_or_default();
+    stream.respond_headers(&decode, status, "application/json", false);
+    stream
+}
+
+#[test]
+fn a_failed_decode_leg_is_sent_whole_again_and_its_answer_replaces_the_failure() {
+    let gateway = pd_gateway(DisaggMode::Gateway);
+    let mut stream = decode_leg_answers(&gateway, 500);
+    assert_eq!(stream.response_header(header::DECISION), None, "the failure is held");
+    let calls = gateway.envoy.http_calls();
+    assert_eq!(calls.len(), 2, "the prefill leg, then the whole request");
+    let again = &calls[1];
+    assert_eq!(again.json(), client_body(), "the client's body as it came");
+    assert_eq!(again.header(header::ENDPOINT), stream.request_header(header::ENDPOINT), "to the decode pods");
+    assert_eq!(again.cluster, "pool-llama");
+    // The failed answer's body is held too.
+    let failure = br#"{"error":{"code":"kv_transfer_failed"}}"#;
+    assert_eq!(stream.respond_chunk(failure, true), Flow::Pause);
+    let whole = br#"data: {"choices":[{"delta":{"content":"hi"}}]}
+
+data: [DONE]
+
+"#;
+    stream.answer_call(again.token, Some((200, whole)));
+    let reply = stream.reply().cloned().expect("the whole answer replaces the failure");
+    assert_eq!((reply.status, reply.body.as_slice()), (200, &whole[..]));
+    assert!(
+        reply.header(header::DECISION).is_some_and(|d| d.contains("pd_prefill=ok") && d.contains("pd_fallback=decode"))
+    );
+    assert_eq!(fallback_stats(&gateway).into_iter().filter(|(_, n)| *n > 0).collect::<Vec<_>>(), vec![("decode", 1)]);
+    assert_eq!(gateway.envoy.stat(stat::PD_PREFILL_OK), 1);
+    stream.end();
+    assert_eq!(PodLoads::read(&*gateway.routers[0].host), PodLoads::default());
+}
+
+#[test]
+fn a_failed_decode_leg_whose_whole_request_gets_no_answer_lets_the_failure_through() {
+    let gateway = pd_gateway(DisaggMode::Gateway);
+    let mut stream = decode_leg_answers(&gateway, 503);
+    let token = gateway.envoy.http_calls()[1].token;
+    stream.answer_call(token, None);
+    assert!(stream.response_resumed());
+    assert!(stream.reply().is_none());
+}
+
+#[test]
+fn a_decode_legs_success_or_client_error_goes_on_as_it_came() {
+    for status in [200, 400, 429] {
+        let gateway = pd_gateway(DisaggMode::Gateway);
+        let stream = decode_leg_answers(&gateway, status);
+        assert!(stream.response_header(header::DECISION).is_some(), "{status}: passed on");
+        assert_eq!(gateway.envoy.http_calls().len(), 1, "{status}: nothing sent again");
+    }
+    // Nor is a whole request's (or a sidecar's) failure sent again: no params went.
+    let gateway = gateway_with(pd_routing(DisaggMode::Gateway, SplitPolicy::Never), false);
+    let (mut stream, _) = send(&gateway, &client_body());
+    assert_eq!(stream.respond_headers(PODS[1], 500, "application/json", false), Flow::Continue);
+    let gateway = pd_gateway(DisaggMode::Sidecar);
+    let (mut stream, _) = send(&gateway, &client_body());
+    assert_eq!(stream.respond_headers(PODS[1], 500, "application/json", false), Flow::Continue);
+}
