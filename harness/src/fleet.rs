@@ -39,17 +39,33 @@ impl Fleet {
         models: &[String],
         adapters: &[String],
     ) -> Self {
+        Self::start_shaped(count, profile, time_scale, models, adapters, &|_, spec| spec).await
+    }
+
+    /// As [`Fleet::start_serving`], each pod's spec passed through `shape` with its
+    /// index first (to give pods prefill/decode roles, say).
+    pub async fn start_shaped(
+        count: usize,
+        profile: EngineProfile,
+        time_scale: f64,
+        models: &[String],
+        adapters: &[String],
+        shape: &(dyn Fn(usize, PodSpec) -> PodSpec + Send + Sync),
+    ) -> Self {
         let stop = Arc::new(Notify::new());
         let mut pods = Vec::new();
-        for _ in 0..count {
+        for index in 0..count {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a pod port");
             let address = listener.local_addr().expect("pod address");
-            let pod = Pod::new(PodSpec {
-                time_scale,
-                models: models.to_vec(),
-                adapters: adapters.to_vec(),
-                ..PodSpec::new(address, profile)
-            });
+            let pod = Pod::new(shape(
+                index,
+                PodSpec {
+                    time_scale,
+                    models: models.to_vec(),
+                    adapters: adapters.to_vec(),
+                    ..PodSpec::new(address, profile)
+                },
+            ));
             tokio::spawn(serve(pod, listener, Arc::clone(&stop)));
             pods.push(address);
         }

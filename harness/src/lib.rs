@@ -21,4 +21,4 @@ pub mod stack;
 pub mod upload;
 
 pub use client::{Reply, chat_body};
-pub use stack::{BootstrapWriter, GatewayReplica, ModelSpec, Stack, StackSpec};
+pub use stack::{BootstrapWriter, GatewayReplica, ModelSpec, PodShaper, Stack, StackSpec};

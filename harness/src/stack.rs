@@ -9,14 +9,15 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use infergate_core::config::{
-    AgentSettings, Criticality, Engine, FlowControlSettings, GatewaySettings, IdentitySettings, InfergateConfig,
-    ModelConfig, PoolConfig, RoutingSettings,
+    AgentSettings, Criticality, Disaggregation, Engine, FlowControlSettings, GatewaySettings, IdentitySettings,
+    InfergateConfig, ModelConfig, PoolConfig, RoutingSettings,
 };
 use infergate_core::endpoint::Endpoint;
 use infergate_core::snapshot::{PodSignals, PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 use infergate_core::wire::path::SNAPSHOT as SNAPSHOT_PATH;
 use infergate_envoy_config::{RenderOptions, UpstreamPolicy, render_bootstrap_yaml};
 use infergate_model_sim::engine::EngineProfile;
+use infergate_model_sim::server::PodSpec;
 use serde_json::Value;
 
 use crate::artifacts;
@@ -66,6 +67,17 @@ impl std::fmt::Debug for BootstrapWriter {
     }
 }
 
+/// Shapes a simulated pod's spec, given its index in the fleet: its prefill/decode
+/// role, say.
+#[derive(Clone)]
+pub struct PodShaper(pub Arc<dyn Fn(usize, PodSpec) -> PodSpec + Send + Sync>);
+
+impl std::fmt::Debug for PodShaper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PodShaper")
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StackSpec {
@@ -108,6 +120,11 @@ pub struct StackSpec {
     pub ext_proc: bool,
     /// The agent's `--load-exchange-ms`; `None`: its default.
     pub load_exchange_ms: Option<u64>,
+    /// The first pool's prefill/decode disaggregation, and how many of its first pods
+    /// only prefill; the rest only decode (the harness lists their addresses).
+    pub disaggregation: Option<(Disaggregation, usize)>,
+    /// Shapes each simulated pod's spec (not instant or external pods).
+    pub pod_shaper: Option<PodShaper>,
 }
 
 impl Default for StackSpec {
@@ -135,6 +152,8 @@ impl Default for StackSpec {
             replicas: 1,
             ext_proc: false,
             load_exchange_ms: None,
+            disaggregation: None,
+            pod_shaper: None,
         }
     }
 }
@@ -221,11 +240,13 @@ impl Stack {
             Fleet::external(pods.clone())
         } else if spec.instant_pods {
             Fleet::start_instant(total).await
+        } else if let Some(shaper) = &spec.pod_shaper {
+            Fleet::start_shaped(total, spec.profile, spec.time_scale, &[], &adapters, &*shaper.0).await
         } else {
             Fleet::start(total, spec.profile, spec.time_scale, &adapters).await
         };
         let mut pods = fleet.pods.iter().copied();
-        let pools = spec
+        let mut pools: Vec<PoolConfig> = spec
             .pools
             .iter()
             .map(|&(name, count)| PoolConfig {
@@ -239,6 +260,14 @@ impl Stack {
                 disaggregation: None,
             })
             .collect();
+        if let (Some((disaggregation, prefill_pods)), Some(pool)) = (&spec.disaggregation, pools.first_mut()) {
+            let (prefill, decode) = pool.endpoints.split_at((*prefill_pods).min(pool.endpoints.len()));
+            pool.disaggregation = Some(Disaggregation {
+                prefill_endpoints: prefill.to_vec(),
+                decode_endpoints: decode.to_vec(),
+                ..disaggregation.clone()
+            });
+        }
         let models = spec
             .models
             .iter()
