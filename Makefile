@@ -15,7 +15,7 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy openai-sdk node shellcheck redis prometheus wasm build \
-  test test-fast test-core-wasm test-vllm vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
+  test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
 help: ## this list
@@ -91,6 +91,7 @@ llamacpp: ## build llama.cpp's llama-server (CPU) and fetch its test model (engi
 
 test: setup wasm build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
 	cargo test --locked --workspace
+	cargo test --locked -p infergate-e2e --features vllm-pd --test real_vllm_pd
 	$(MAKE) --no-print-directory test-core-wasm
 	$(PYTHON) scripts/check-links.py
 	$(PYTHON) scripts/bench-tables.py --check
@@ -124,6 +125,9 @@ test-fast: ## unit and offline tests of every crate, core also under Node, and e
 
 test-vllm: setup wasm build vllm ## only the real-engine end-to-end tests
 	cargo test --locked -p infergate-e2e --test real_engines -- --nocapture
+
+test-vllm-pd: setup wasm build vllm ## only the prefill/decode end-to-end test: a real vLLM prefill pod and decode pod, KV handed over by NIXL
+	cargo test --locked -p infergate-e2e --features vllm-pd --test real_vllm_pd -- --nocapture
 
 test-llamacpp: setup wasm build llamacpp ## opt-in: the end-to-end tests against two real llama.cpp pods (not in make test)
 	cargo test --locked -p infergate-e2e --features llamacpp --test real_llamacpp -- --nocapture

@@ -60,12 +60,16 @@ impl EnginePod {
     /// Starts a pod on a free port, its output in `log_dir`; does not wait for it: see
     /// [`EnginePod::wait_ready`].
     pub fn spawn(command: &PodCommand<'_>, log_dir: &Path) -> Self {
-        let port = free_port();
+        Self::spawn_on(command, &[], free_port(), log_dir)
+    }
+
+    /// As [`EnginePod::spawn`], on `port`, with `leading` arguments before the port.
+    fn spawn_on(command: &PodCommand<'_>, leading: &[&str], port: u16, log_dir: &Path) -> Self {
         let log = log_dir.join(format!("{}-{port}.log", command.engine));
         let out = std::fs::File::create(&log).expect("create the pod's log");
         let err = out.try_clone().expect("clone the log handle");
         let mut process = Command::new(workspace_root().join(command.script));
-        process.arg(port.to_string()).args(command.args).stdin(Stdio::null()).stdout(out).stderr(err);
+        process.args(leading).arg(port.to_string()).args(command.args).stdin(Stdio::null()).stdout(out).stderr(err);
         process.envs(command.env.iter().copied());
         std::os::unix::process::CommandExt::process_group(&mut process, 0);
         let child = process.spawn().unwrap_or_else(|e| panic!("start {}: {e}", command.script));
@@ -89,6 +93,24 @@ impl EnginePod {
             start_timeout: VLLM_START_TIMEOUT,
         };
         Self::spawn(&command, log_dir)
+    }
+
+    /// A vLLM pod of a prefill/decode pair (`engines/vllm/serve-pd.sh`), `role` being
+    /// `prefill` or `decode`: `smollm2` with vLLM's NixlConnector, its NIXL side channel
+    /// on a free port of its own, and `env` for the script's other variables.
+    pub fn vllm_pd(role: &str, env: &[(&str, &str)], log_dir: &Path) -> Self {
+        let port = free_port();
+        let side_channel = free_port().to_string();
+        let mut env = env.to_vec();
+        env.push(("VLLM_NIXL_SIDE_CHANNEL_PORT", &side_channel));
+        let command = PodCommand {
+            engine: "vllm-pd",
+            script: "engines/vllm/serve-pd.sh",
+            args: &[],
+            env: &env,
+            start_timeout: VLLM_START_TIMEOUT,
+        };
+        Self::spawn_on(&command, &[role], port, log_dir)
     }
 
     /// Waits until `/health` answers 200; panics with the pod's log tail if it exits
