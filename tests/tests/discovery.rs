@@ -35,7 +35,7 @@ async fn next(updates: &mut mpsc::UnboundedReceiver<PoolEndpoints>) -> (BTreeSet
         .await
         .expect("an update within 10 s")
         .expect("the follower is running");
-    (update.endpoints.iter().map(|e| e.to_string()).collect(), started.elapsed())
+    (update.endpoints.keys().map(|e| e.to_string()).collect(), started.elapsed())
 }
 
 /// The pools' discovery for a config, against the API server at `url`; it runs while
