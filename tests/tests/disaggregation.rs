@@ -21,10 +21,11 @@ use std::time::Duration;
 use infergate_core::config::{DisaggMode, Disaggregation, SplitPolicy};
 use infergate_core::wire::{header, stat};
 use infergate_e2e::stack::PodShaper;
+use infergate_e2e::upload::Upload;
 use infergate_e2e::{ModelSpec, Reply, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 use infergate_model_sim::server::{KvRole, PdSettings, PodSpec};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// A prompt of about this many tokens (4 characters each).
 const PROMPT_TOKENS: usize = 1_500;
@@ -46,7 +47,7 @@ fn spec_with_lease(mode: DisaggMode, sidecar: bool, prefill_timeout_ms: u64, lea
     }));
     let disaggregation =
         Disaggregation { mode, split: SplitPolicy::Always, prefill_timeout_ms, ..Disaggregation::default() };
-    StackSpec {
+    let mut spec = StackSpec {
         pools: vec![("a", 3)],
         models: vec![ModelSpec::base("m", "a")],
         max_body_bytes: 1024 * 1024,
@@ -55,7 +56,11 @@ fn spec_with_lease(mode: DisaggMode, sidecar: bool, prefill_timeout_ms: u64, lea
         disaggregation: Some((disaggregation, 1)),
         pod_shaper: Some(shaper),
         ..StackSpec::default()
-    }
+    };
+    // Hashing reads the first 64 KiB of a prompt: a longer one is routed before its
+    // body ends.
+    spec.routing.prefix.max_blocks = 1024;
+    spec
 }
 
 fn prompt(seed: usize, tokens: usize) -> String {
@@ -63,12 +68,14 @@ fn prompt(seed: usize, tokens: usize) -> String {
     words.repeat(tokens * 4 / words.len() + 1)
 }
 
-fn body(seed: usize, tokens: usize, stream: bool) -> Value {
-    json!({"model": "m", "messages": [{"role": "user", "content": prompt(seed, tokens)}],
-           "max_tokens": 12, "stream": stream})
+/// A chat body with `model` first and each message's `role` before its `content`, as
+/// most clients write them (what routing before the body ends needs).
+fn body(seed: usize, tokens: usize, stream: bool) -> String {
+    let content = prompt(seed, tokens);
+    format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{content}"}}],"max_tokens":12,"stream":{stream}}}"#)
 }
 
-async fn send(stack: &Stack, body: &Value) -> Reply {
+async fn send(stack: &Stack, body: &str) -> Reply {
     stack.post("/v1/chat/completions", body.to_string(), &[]).await
 }
 
@@ -122,15 +129,14 @@ async fn fallbacks(stack: &Stack) -> Vec<(String, u64)> {
     counted
 }
 
-/// Sends `count` requests, half streamed, the last one long (routed before its body
-/// ends); checks each is whole, served by a decode pod and split.
+/// Sends `count` requests, half streamed; checks each is whole, served by a decode pod
+/// and split.
 async fn run_split_requests(stack: &Stack, count: usize) -> Vec<Reply> {
     let decode_pods: Vec<String> = stack.fleet.pods[1..].iter().map(ToString::to_string).collect();
     let mut replies = Vec::new();
     for i in 0..count {
         let streamed = i % 2 == 1;
-        let tokens = if i + 1 == count { 60_000 } else { PROMPT_TOKENS };
-        let reply = send(stack, &body(i, tokens, streamed)).await;
+        let reply = send(stack, &body(i, PROMPT_TOKENS, streamed)).await;
         assert_whole(&reply, streamed);
         let served_by = reply.served_by().unwrap_or_default().to_string();
         assert!(decode_pods.contains(&served_by), "served by {served_by}, not a decode pod");
@@ -145,11 +151,26 @@ async fn run_split_requests(stack: &Stack, count: usize) -> Vec<Reply> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_gateway_mode_the_filter_sends_the_prefill_leg_and_the_decode_pod_streams_the_answer() {
     let stack = Stack::start(spec(DisaggMode::Gateway, false, 10_000)).await;
-    let replies = run_split_requests(&stack, 6).await;
+    let replies = run_split_requests(&stack, 5).await;
     for reply in &replies {
         let decision = reply.header(header::DECISION).unwrap_or_default();
         assert!(decision.contains("pd_prefill=ok"), "{decision}");
     }
+    // A long prompt (about 60k tokens) is routed while the client still sends; its
+    // prefill leg waits for the rest of the body.
+    let long = body(99, 60_000, true);
+    let upload = Upload::start(stack.config.gateway.listen, long.as_bytes(), 100 * 1024).await;
+    let routed_early = async {
+        while stack.stat("infergate.requests.routed_early").await != Some(1) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), routed_early).await.expect("routed before the body ended");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(stack.stat(stat::PD_PREFILL_OK).await, Some(5), "no prefill leg before the whole body");
+    let (status, answer) = upload.finish().await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("pd_prefill=ok") && answer.contains("data: [DONE]"), "{answer}");
     assert_eq!(stack.stat(stat::PD_SPLIT).await, Some(6));
     assert_eq!(stack.stat(stat::PD_PREFILL_OK).await, Some(6));
     assert_eq!(fallbacks(&stack).await, vec![]);
