@@ -274,6 +274,14 @@ bench-global: build ## tier 2: global router vs round robin across clusters vs n
 bench-flow: ## flow control: tenants and priorities through a minute of overload, four gateway queues
 	cargo run --release --locked -p infergate-bench --bin flow -- --out bench/results/flow
 
+# Prefill/decode disaggregation in the discrete-event simulator: 8 pods aggregated or
+# split 3 prefill + 5 decode, infergate's split rule against the peers' P/D routing
+# (quick: about 150 runs, minutes; DISAGG_ARGS= for the full sweeps).
+DISAGG_ARGS ?= --quick
+.PHONY: bench-disagg
+bench-disagg: ## P/D disaggregation: goodput of infergate's split rule, the peers' P/D policies and aggregated fleets
+	cargo run --release --locked -p infergate-bench --bin disagg -- --out bench/results/disagg $(DISAGG_ARGS)
+
 # Plain Envoy, Envoy with the filter and Envoy calling infergate-epp over ext_proc,
 # near-instant pods, 1 KiB to 1 MiB bodies at concurrency 1, 32 and 150, paced uploads;
 # then the criterion micro-benchmarks of the hot path.

@@ -8,6 +8,7 @@ pub mod calibration;
 pub mod cli;
 pub mod datapath;
 pub mod des;
+pub mod disagg;
 pub mod e2e;
 pub mod engine_runs;
 pub mod fleet;
