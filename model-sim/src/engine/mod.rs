@@ -60,6 +60,9 @@ pub struct EngineStats {
     pub generation_tokens_total: u64,
     pub prefix_cache_queries_total: u64,
     pub prefix_cache_hits_total: u64,
+    /// Prompt tokens whose KV came from a prefill pod (vLLM's
+    /// `external_prefix_cache_hits`): neither computed here nor local hits.
+    pub external_prefix_cache_hits_total: u64,
     /// Adapters of running requests (vLLM's `running_lora_adapters`).
     pub running_adapters: Vec<String>,
     /// Adapters of waiting requests (vLLM's `waiting_lora_adapters`).
@@ -82,6 +85,7 @@ pub struct Engine {
     generation_tokens_total: u64,
     prefix_queries: u64,
     prefix_hits: u64,
+    external_hits: u64,
     finished: u64,
     busy_seconds: f64,
     /// Real seconds per engine second in what the pod reports (see [`Engine::reporting_time_scale`]).
@@ -104,6 +108,7 @@ impl Engine {
             generation_tokens_total: 0,
             prefix_queries: 0,
             prefix_hits: 0,
+            external_hits: 0,
             finished: 0,
             busy_seconds: 0.0,
             reported_time_scale: 1.0,
@@ -284,6 +289,7 @@ impl Engine {
             // fills are then in this pod's prefix cache, as vLLM keeps them); only the
             // local hits count as prefix-cache hits.
             let cached = if request.kv_transferred { request.prompt_tokens - 1 } else { local };
+            self.external_hits += u64::from(cached - local);
             if let Some(adapter) = &request.adapter {
                 self.lora.start_using(adapter, now);
             }
@@ -337,6 +343,7 @@ impl Engine {
             generation_tokens_total: self.generation_tokens_total,
             prefix_cache_queries_total: self.prefix_queries,
             prefix_cache_hits_total: self.prefix_hits,
+            external_prefix_cache_hits_total: self.external_hits,
             running_adapters,
             waiting_adapters,
             resident_adapters,

@@ -29,6 +29,8 @@ fn counters(samples: &[Sample]) -> Counters {
         // 0.9.1, in tokens from it, which the text does not tell apart.
         prefix_hits: sum(samples, "vllm:gpu_prefix_cache_hits_total"),
         prefix_queries: sum(samples, "vllm:gpu_prefix_cache_queries_total"),
+        // A P/D decode pod's transferred prompt tokens (KV connector).
+        external_tokens: sum(samples, "vllm:external_prefix_cache_hits_total"),
         prefill_seconds: sum(samples, "vllm:request_prefill_time_seconds_sum"),
         prefilled_requests: sum(samples, "vllm:request_prefill_time_seconds_count"),
         itl_seconds: sum(samples, "vllm:inter_token_latency_seconds_sum")

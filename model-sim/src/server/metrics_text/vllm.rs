@@ -58,6 +58,11 @@ pub(super) fn v1(view: &MetricsView<'_>) -> String {
             "Prefix cache hits, in terms of number of cached tokens.",
             s.prefix_cache_hits_total,
         ),
+        (
+            "vllm:external_prefix_cache_hits_total",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+            s.external_prefix_cache_hits_total,
+        ),
         ("vllm:prompt_tokens_total", "Number of prefill tokens processed.", s.prompt_tokens_total),
         ("vllm:generation_tokens_total", "Number of generation tokens processed.", s.generation_tokens_total),
     ];
