@@ -6,10 +6,10 @@
 //! the Wasm filter and the native picker alike. The pods' own text was right at
 //! those moments and the agent logged nothing: the counts had started on a snapshot
 //! scraped before every pin, because the wait before them only asked for one request
-//! to reach the favoured pod. [`Stack::wait_for_favour`] waits for the pins to show.
-//! A count still gets a second round when the first falls short, and the first strays are
-//! reported with their decision, what the pods' `/metrics` said right after and the
-//! agent's last warnings, so that a failure explains itself.
+//! to reach the favoured pod. [`Stack::wait_for_favour`] waits for the pins to show,
+//! and a count has one round. A stray is reported with its decision, what the pods'
+//! `/metrics` said right after and the agent's last warnings, so that a failure
+//! explains itself.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -29,9 +29,9 @@ const STRAYS_DESCRIBED: usize = 3;
 /// What [`Stack::count_favoured`] saw.
 #[derive(Debug)]
 pub struct FavouredCount {
-    /// Whether some round reached the bound.
+    /// Whether the count reached the bound.
     pub met: bool,
-    /// Each round's pods and counts, and the strays' evidence.
+    /// The pods and counts, and the strays' evidence.
     pub report: String,
 }
 
@@ -63,41 +63,32 @@ impl Stack {
         .await;
     }
 
-    /// Sends rounds of `per_round` chats until one has at least `at_least` served by
-    /// `best`, two rounds at most.
-    pub async fn count_favoured(&self, best: SocketAddr, per_round: usize, at_least: usize) -> FavouredCount {
+    /// Sends `requests` chats and counts those served by `best`: met with at least
+    /// `at_least`.
+    pub async fn count_favoured(&self, best: SocketAddr, requests: usize, at_least: usize) -> FavouredCount {
         let best_name = best.to_string();
         let mut report = String::new();
         let mut described = 0;
-        for round in 1..=2 {
-            let mut served: HashMap<String, usize> = HashMap::new();
-            for _ in 0..per_round {
-                let reply = self.chat("m", 1).await;
-                assert_eq!(reply.status, 200, "{}", reply.body);
-                let pod = reply.served_by().unwrap_or("none").to_string();
-                if pod != best_name && described < STRAYS_DESCRIBED {
-                    described += 1;
-                    let decision = reply.header(DECISION).unwrap_or("-");
-                    let _ = writeln!(
-                        report,
-                        "stray to {pod}: {decision}\n  pods' metrics now: {}",
-                        self.load_lines().await
-                    );
-                    let log = self.agent_log();
-                    let warnings: Vec<&str> =
-                        log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).rev().take(5).collect();
-                    let _ = writeln!(report, "  the agent's last warnings: {warnings:?}");
-                }
-                *served.entry(pod).or_insert(0) += 1;
+        let mut served: HashMap<String, usize> = HashMap::new();
+        for _ in 0..requests {
+            let reply = self.chat("m", 1).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let pod = reply.served_by().unwrap_or("none").to_string();
+            if pod != best_name && described < STRAYS_DESCRIBED {
+                described += 1;
+                let decision = reply.header(DECISION).unwrap_or("-");
+                let _ =
+                    writeln!(report, "stray to {pod}: {decision}\n  pods' metrics now: {}", self.load_lines().await);
+                let log = self.agent_log();
+                let warnings: Vec<&str> =
+                    log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).rev().take(5).collect();
+                let _ = writeln!(report, "  the agent's last warnings: {warnings:?}");
             }
-            let to_best = served.get(&best_name).copied().unwrap_or(0);
-            let _ = writeln!(report, "round {round}: {to_best}/{per_round} to {best_name}; all: {served:?}");
-            if to_best >= at_least {
-                return FavouredCount { met: true, report };
-            }
-            eprintln!("only {to_best}/{per_round} went to the favoured pod; one more round");
+            *served.entry(pod).or_insert(0) += 1;
         }
-        FavouredCount { met: false, report }
+        let to_best = served.get(&best_name).copied().unwrap_or(0);
+        let _ = writeln!(report, "{to_best}/{requests} to {best_name}; all: {served:?}");
+        FavouredCount { met: to_best >= at_least, report }
     }
 
     /// Each pod's waiting, running and KV-use lines from its `/metrics`.
