@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use infergate_core::config::GatewaySettings;
+use infergate_core::config::{GatewaySettings, IdentitySettings};
 use infergate_core::global::{
     ClassTargets, ClusterConfig, GlobalRouterConfig, GlobalSettings, RateLimits, RequestClass,
 };
@@ -38,15 +38,17 @@ pub struct GlobalRouter {
 impl GlobalRouter {
     /// Starts the global Envoy in front of `gateways` (each cluster's tier-1 listener).
     pub async fn start(local_region: &str, clusters: &[(ClusterSpec, SocketAddr)], summary_max_age_ms: u64) -> Self {
-        Self::start_with(local_region, clusters, summary_max_age_ms, None).await
+        Self::start_with(local_region, clusters, summary_max_age_ms, None, IdentitySettings::default()).await
     }
 
-    /// The same, with global rate limits served by `rate_limits.service`.
+    /// The same, with global rate limits served by `rate_limits.service`, and tenants
+    /// named by `identity`.
     pub async fn start_with(
         local_region: &str,
         clusters: &[(ClusterSpec, SocketAddr)],
         summary_max_age_ms: u64,
         rate_limits: Option<RateLimits>,
+        identity: IdentitySettings,
     ) -> Self {
         let config = GlobalRouterConfig {
             version: 1,
@@ -76,7 +78,7 @@ impl GlobalRouter {
                 })
                 .collect(),
             rate_limits,
-            identity: Default::default(),
+            identity,
         };
         config.validate().expect("the test's global config is valid");
         let dir = tempfile::tempdir().expect("a temp dir");

@@ -1,11 +1,14 @@
 //! Tier 2's global rate limits end to end: two global router replicas, each with its
-//! own `infergate-ratelimit`, both counting in one Redis, in front of a tier-1 stack.
+//! own `infergate-ratelimit`, both counting in one Redis, in front of a tier-1 stack;
+//! with a verified identity, a tenant that rotates its tokens is still one tenant.
 
 use std::time::Duration;
 
+use infergate_core::config::IdentitySettings;
 use infergate_core::global::metering::{answer_tokens, stream_chunk_tokens, tenant_id};
 use infergate_core::request::parse_request;
 use infergate_e2e::global_router::{ClusterSpec, GlobalRouter, Process, rate_limits, start_redis};
+use infergate_e2e::jwt::{ISSUER, KEY, claims, now_s, required_identity, token, valid_token};
 use infergate_e2e::{Stack, StackSpec, chat_body};
 use infergate_ratelimit::charge::{Kind, counter_key};
 use serde_json::{Value, json};
@@ -27,6 +30,10 @@ struct Limited {
 }
 
 async fn limited(tokens_per_minute: u64) -> Limited {
+    limited_as(tokens_per_minute, IdentitySettings::default()).await
+}
+
+async fn limited_as(tokens_per_minute: u64, identity: IdentitySettings) -> Limited {
     let (redis, redis_port) = start_redis().await;
     let mut stack = Stack::start(StackSpec { start_agent: false, ..StackSpec::default() }).await;
     let cluster =
@@ -35,7 +42,7 @@ async fn limited(tokens_per_minute: u64) -> Limited {
     let mut services = Vec::new();
     for _ in 0..2 {
         let limits = rate_limits(redis_port, 10_000, tokens_per_minute);
-        let replica = GlobalRouter::start_with("us-east", &[cluster()], 2_000, Some(limits)).await;
+        let replica = GlobalRouter::start_with("us-east", &[cluster()], 2_000, Some(limits), identity.clone()).await;
         services.push(replica.start_rate_limit_service().await);
         replicas.push(replica);
     }
@@ -90,6 +97,40 @@ async fn a_tenant_over_its_tokens_per_minute_gets_429_on_every_replica_and_other
         let other = replica.post(&long_prompt(200), &under).await;
         assert_eq!(other.status, 200, "another tenant was refused: {}", other.body);
     }
+}
+
+/// With identity from a verified JWT, tier 2 limits the tenant the token names: a
+/// client that sends a new token with every request (each one valid, for the same
+/// tenant) is limited as one tenant, a made-up key is refused, and another tenant is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_tokens_do_not_escape_the_limit_of_the_verified_tenant() {
+    at_the_start_of_a_minute().await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let limited = limited_as(2_000, required_identity(dir.path())).await;
+    let mut served = 0;
+    let mut refused = None;
+    for i in 0..40u64 {
+        // A different token each time: the same tenant, a different expiry.
+        let bearer = format!("Bearer {}", token(KEY, &claims("acme", ISSUER, now_s() + 600 + i)));
+        let reply = limited.replicas[(i % 2) as usize].post(&long_prompt(200), &[("authorization", &bearer)]).await;
+        match reply.status {
+            200 => served += 1,
+            429 => {
+                refused = Some(reply);
+                break;
+            }
+            status => panic!("unexpected {status}: {}", reply.body),
+        }
+    }
+    let refused = refused.expect("the rotating tenant never reached its limit");
+    assert!((8..=11).contains(&served), "{served} requests were served before the limit");
+    assert_eq!(refused.error_code(), "rate_limit_exceeded", "{}", refused.body);
+    let made_up = limited.replicas[0].post(&long_prompt(200), &[("authorization", "Bearer sk-made-up-1")]).await;
+    assert_eq!(made_up.status, 401, "a key that is no token: {}", made_up.body);
+    let other = format!("Bearer {}", valid_token("globex"));
+    let reply = limited.replicas[1].post(&long_prompt(200), &[("authorization", &other)]).await;
+    assert_eq!(reply.status, 200, "another tenant was refused: {}", reply.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
