@@ -70,6 +70,22 @@ fn jwt_authn(jwt: &JwtSettings) -> Value {
     })
 }
 
+/// [`filters`] for gateway pods in a cluster, which do not have the operator's files: a
+/// local JWKS is read now and written into the filter. The error names the file.
+pub(crate) fn filters_for_cluster(identity: &IdentitySettings, tenant_header: &str) -> Result<Vec<Value>, String> {
+    let mut filters = filters(identity, tenant_header);
+    for filter in &mut filters {
+        // `pointer_mut`, not indexing: indexing a JSON object adds the keys it lacks.
+        let Some(local) = filter.pointer_mut(&format!("/typed_config/providers/{PROVIDER}/local_jwks")) else {
+            continue;
+        };
+        let Some(path) = local["filename"].as_str().map(String::from) else { continue };
+        let keys = std::fs::read_to_string(&path).map_err(|e| format!("identity.jwt.jwks_file {path}: {e}"))?;
+        *local = json!({"inline_string": keys});
+    }
+    Ok(filters)
+}
+
 /// The cluster a remote JWKS is fetched through, if the identity needs one.
 pub(crate) fn jwks_cluster(identity: &IdentitySettings) -> Option<Value> {
     let uri = identity.jwt.as_ref()?.jwks_uri.as_deref()?;
@@ -128,6 +144,19 @@ mod tests {
         assert_eq!(provider["claim_to_headers"][0], json!({"header_name": IDENTITY, "claim_name": "tenant"}));
         assert_eq!(provider["local_jwks"]["filename"], "/etc/jwks.json");
         assert!(jwks_cluster(&jwt(Some("/etc/jwks.json"), None)).is_none());
+    }
+
+    #[test]
+    fn in_a_cluster_a_local_jwks_is_written_into_the_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jwks.json");
+        std::fs::write(&path, r#"{"keys":[]}"#).unwrap();
+        let filters = filters_for_cluster(&jwt(path.to_str(), None), "x-tenant-id").unwrap();
+        let local = &filters[1]["typed_config"]["providers"][PROVIDER]["local_jwks"];
+        assert_eq!(local, &json!({"inline_string": r#"{"keys":[]}"#}));
+        assert!(filters[0]["typed_config"].get("providers").is_none(), "the removal filter is left as it was");
+        let missing = filters_for_cluster(&jwt(Some("/nonexistent/jwks.json"), None), "x-tenant-id").unwrap_err();
+        assert!(missing.starts_with("identity.jwt.jwks_file /nonexistent/jwks.json: "), "{missing}");
     }
 
     #[test]

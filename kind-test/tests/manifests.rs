@@ -109,6 +109,51 @@ fn the_rendered_envoy_gateway_and_istio_manifests_validate() {
     assert_eq!(overlay["spec"]["template"]["spec"]["containers"][0]["name"], "istio-proxy");
 }
 
+/// A `jwt` identity with a remote JWKS: each platform's patch resource carries the
+/// removal of the client's identity header, then `jwt_authn`, ahead of the router, and
+/// the JWKS's cluster; the manifests still validate.
+#[test]
+fn a_jwt_identity_is_patched_in_ahead_of_the_router_on_both_platforms() {
+    use infergate_core::config::{IdentitySettings, IdentitySource, JwtSettings};
+    let catalog = catalog();
+    let mut config = kind_config();
+    config.identity = IdentitySettings {
+        source: IdentitySource::Jwt,
+        header: None,
+        jwt: Some(JwtSettings {
+            issuer: "https://auth.example.com/".into(),
+            audiences: vec!["infergate".into()],
+            jwks_file: None,
+            jwks_uri: Some("https://auth.example.com/keys".into()),
+            claim: "sub".into(),
+        }),
+        required: true,
+    };
+    let documents = envoy_gateway::render(&config, &options(None, "envoy-gateway-system")).unwrap();
+    assert_all_valid(&catalog, "Envoy Gateway render with identity", &documents);
+    let policy = documents.iter().find(|d| d["kind"] == "EnvoyPatchPolicy").unwrap();
+    let patches = policy["spec"]["jsonPatches"].as_array().unwrap();
+    let firsts: Vec<(&str, &str)> = patches
+        .iter()
+        .take(2)
+        .map(|p| (p["operation"]["path"].as_str().unwrap(), p["operation"]["value"]["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(firsts, [("/0", "infergate.identity.remove_client_copy"), ("/1", "envoy.filters.http.jwt_authn")]);
+    assert!(patches.iter().any(|p| p["name"] == "infergate-jwks" && p["operation"]["path"] == ""));
+
+    let documents = istio::render(&config, &options(None, "infergate-demo")).unwrap();
+    assert_all_valid(&catalog, "Istio render with identity", &documents);
+    let filter = documents.iter().find(|d| d["kind"] == "EnvoyFilter").unwrap();
+    let inserted: Vec<&str> = filter["spec"]["configPatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["applyTo"] == "HTTP_FILTER")
+        .map(|p| p["patch"]["value"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(inserted, ["infergate.identity.remove_client_copy", "envoy.filters.http.jwt_authn", "infergate-router"]);
+}
+
 #[test]
 fn the_rendered_inference_pool_deployment_validates_against_the_inference_extensions_crds() {
     // kind-test/crds holds the Inference Extension's InferencePool v1 CRD as it ships it.

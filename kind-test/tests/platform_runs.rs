@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infergate_core::config::{Discovery, InfergateConfig, PodSelector};
-use infergate_e2e::{BootstrapWriter, Stack, StackSpec, artifacts};
+use infergate_core::wire::header::IDENTITY;
+use infergate_e2e::{BootstrapWriter, Stack, StackSpec, artifacts, jwt};
 use infergate_envoy_config::kubernetes::{GatewayRef, KubernetesOptions, WasmSource, envoy_gateway, istio};
 use infergate_kind_test::platforms::{self, Placement};
 use serde_json::Value;
@@ -134,6 +135,41 @@ async fn envoy_gateway_with_our_patches_routes_by_the_pods_signals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istio_with_our_patches_routes_by_the_pods_signals() {
     routing_follows_signals(Platform::Istio).await;
+}
+
+/// With a required `jwt` identity, the platform's gateway gets our identity filters
+/// through its patch resource, ahead of the router: a verified token is served, and a
+/// request with none, or with only a forged identity header, gets the router's 401.
+async fn identity_is_verified_before_the_router(platform: Platform) {
+    let module_server = serve_module().await;
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(artifacts::filter_wasm()).unwrap()));
+    let writer = BootstrapWriter(Arc::new(move |config| bootstrap(platform, config, module_server, &sha256)));
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let identity = jwt::required_identity(dir.path());
+    let stack = Stack::start(StackSpec { bootstrap: Some(writer), identity, ..StackSpec::default() }).await;
+    let body = infergate_e2e::chat_body("m", "Hello there", 1).to_string();
+    let bearer = format!("Bearer {}", jwt::valid_token("acme"));
+    let reply = stack.post("/v1/chat/completions", body.clone(), &[("authorization", &bearer)]).await;
+    assert_eq!(reply.status, 200, "a verified token: {}", reply.body);
+    for (what, headers) in [
+        ("no token", vec![]),
+        ("a forged identity header alone", vec![(IDENTITY, "acme")]),
+        ("a malformed token", vec![("authorization", "Bearer e30.e30.e30")]),
+    ] {
+        let reply = stack.post("/v1/chat/completions", body.clone(), &headers).await;
+        assert_eq!(reply.status, 401, "{what}: {}", reply.body);
+        assert!(reply.body.contains("invalid_api_key"), "{what}: {}", reply.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_gateway_with_our_patches_verifies_the_token_before_the_router() {
+    identity_is_verified_before_the_router(Platform::EnvoyGateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn istio_with_our_patches_verifies_the_token_before_the_router() {
+    identity_is_verified_before_the_router(Platform::Istio).await;
 }
 
 /// Each Envoy Gateway patch is there for a reason: without it, this is what breaks.

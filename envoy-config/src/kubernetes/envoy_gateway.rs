@@ -15,6 +15,11 @@
 //!   request to the pods the filter ranked in `x-gateway-destination-endpoint`, and
 //!   only to pods of that cluster.
 //! - The control listener, added whole: the agent's snapshot pushes arrive there.
+//! - With an `identity:` other than the client's own header, its filters first in the
+//!   listener's chain (ahead of Envoy Gateway's own, a `SecurityPolicy`'s `jwt_authn`
+//!   included): the removal of the client's copy of the identity header, then, for
+//!   `jwt`, our `jwt_authn` with the JWKS written in (a remote JWKS gets its cluster).
+//!   A `SecurityPolicy` cannot remove a header before its own filter runs.
 //! - The singleton and the module's source cluster go in the bootstrap, through the
 //!   `EnvoyProxy` (an xDS patch cannot add a bootstrap extension): the singleton is the
 //!   only VM that owns the snapshot queue.
@@ -114,7 +119,27 @@ fn xds_patches_for(
 ) -> Result<Vec<Value>, RenderError> {
     let listener = listener_name(options);
     let router = format!("$..http_filters[?(@.name=='{}')]", router_filter_name(options));
-    let mut patches = vec![
+    let (identity, jwks_cluster) = shared::identity_filters(config)?;
+    let mut patches: Vec<Value> = identity
+        .into_iter()
+        .enumerate()
+        .map(|(index, filter)| {
+            let at = format!("/{index}");
+            patch(
+                LISTENER_TYPE,
+                &listener,
+                json!({"op": "add", "jsonPath": "$..http_filters", "path": at, "value": filter}),
+            )
+        })
+        .collect();
+    if let Some(cluster) = jwks_cluster {
+        patches.push(patch(
+            CLUSTER_TYPE,
+            crate::identity::JWKS_CLUSTER,
+            json!({"op": "add", "path": "", "value": cluster}),
+        ));
+    }
+    patches.extend([
         patch(
             LISTENER_TYPE,
             &listener,
@@ -136,7 +161,7 @@ fn xds_patches_for(
             CONTROL_LISTENER,
             json!({"op": "add", "path": "", "value": shared::control_listener(config, options)?}),
         ),
-    ];
+    ]);
     patches.extend(pools.iter().enumerate().map(|(index, _)| {
         patch(
             CLUSTER_TYPE,

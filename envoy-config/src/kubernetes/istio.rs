@@ -11,6 +11,10 @@
 //! fetches and verifies by SHA-256 exactly as it would for a `WasmPlugin`.
 //!
 //! The other patches:
+//! - with an `identity:` other than the client's own header, its filters go before the
+//!   router: the removal of the client's copy of the identity header, then, for `jwt`,
+//!   our `jwt_authn` with the JWKS written in (a remote JWKS gets its cluster). A
+//!   `RequestAuthentication` cannot remove a header before its own filter runs;
 //! - the router is inserted before `envoy.filters.http.router` on the gateway listener;
 //! - the listener's buffer limit leaves room for `max_body_bytes` (the filter's 413);
 //! - each pool's cluster gets the `override_host` policy (the ranked pods, only pods of
@@ -84,7 +88,21 @@ fn config_patches_for(
     let mut router_filter_match = gateway_listener.clone();
     router_filter_match["listener"]["filterChain"] =
         json!({"filter": {"name": HCM, "subFilter": {"name": "envoy.filters.http.router"}}});
-    let mut patches = vec![
+    let (identity, jwks_cluster) = shared::identity_filters(config)?;
+    let mut patches: Vec<Value> = identity
+        .into_iter()
+        .map(|filter| {
+            json!({
+                "applyTo": "HTTP_FILTER",
+                "match": router_filter_match,
+                "patch": {"operation": "INSERT_BEFORE", "value": filter},
+            })
+        })
+        .collect();
+    if let Some(cluster) = jwks_cluster {
+        patches.push(json!({"applyTo": "CLUSTER", "match": {"context": "GATEWAY"}, "patch": {"operation": "ADD", "value": cluster}}));
+    }
+    patches.extend([
         json!({
             "applyTo": "EXTENSION_CONFIG",
             "patch": {"operation": "ADD", "value": {
@@ -120,7 +138,7 @@ fn config_patches_for(
                 "static_resources": {"clusters": [shared::wasm_source_cluster(&options.wasm)?]},
             }},
         }),
-    ];
+    ]);
     patches.extend(pools.iter().map(|placed| {
         json!({
             "applyTo": "CLUSTER",

@@ -89,6 +89,8 @@ pub enum RenderError {
     },
     /// A role's plugin configuration could not be written as JSON.
     PluginConfig(PluginConfigError),
+    /// The identity's JWKS file could not be read, to be written into the manifests.
+    Identity(String),
 }
 
 impl fmt::Display for RenderError {
@@ -109,6 +111,7 @@ impl fmt::Display for RenderError {
                 write!(f, "wasm SHA-256 {sha256:?} is not 64 lowercase hex digits")
             }
             RenderError::PluginConfig(error) => error.fmt(f),
+            RenderError::Identity(reason) => f.write_str(reason),
         }
     }
 }

@@ -172,7 +172,7 @@ pub(crate) fn remote_options(options: &KubernetesOptions) -> RenderOptions {
         upstream_policy: UpstreamPolicy::Infergate,
         explain: false,
         access_log: false,
-        ext_proc: None,
+        ext_proc: Vec::new(),
     }
 }
 
@@ -259,4 +259,14 @@ pub(crate) fn control_network_policy(
             ],
         },
     })
+}
+
+/// The identity filters (`identity:`) for gateway pods: the removal of the client's copy
+/// of the identity header, then `jwt_authn` for a `jwt` identity with a local JWKS
+/// written in; and the remote JWKS's cluster, if any. Both platforms insert them ahead
+/// of the router through their patch resources, as the plain bootstrap places them.
+pub(crate) fn identity_filters(config: &InfergateConfig) -> Result<(Vec<Value>, Option<Value>), RenderError> {
+    let filters = crate::identity::filters_for_cluster(&config.identity, &config.flow_control.tenant_header)
+        .map_err(RenderError::Identity)?;
+    Ok((filters, crate::identity::jwks_cluster(&config.identity)))
 }

@@ -3,9 +3,9 @@
 //! `outbound|<port>||<service>.<ns>.svc.cluster.local`, balanced by `lb_policy:
 //! LEAST_REQUEST` (Istio's default). `EnvoyFilter` patches apply as Istio applies them:
 //! MERGE is a protobuf merge (messages merge, lists append, scalars replace),
-//! INSERT_BEFORE places an HTTP filter before the one matched, ADD adds a listener or an
-//! extension config. An extension config is served over ECDS in a cluster; in the
-//! static model, the filter that refers to it gets its config inline.
+//! INSERT_BEFORE places an HTTP filter before the one matched, ADD adds a listener, a
+//! cluster or an extension config. An extension config is served over ECDS in a
+//! cluster; in the static model, the filter that refers to it gets its config inline.
 
 use std::collections::HashMap;
 
@@ -108,6 +108,7 @@ impl Model {
                     .ok_or_else(|| format!("EnvoyFilter: no cluster {name}"))?;
                 merge(cluster, &value);
             }
+            ("CLUSTER", "ADD") => self.clusters.push(value),
             ("BOOTSTRAP", "MERGE") => merge(&mut self.bootstrap, &value),
             (apply_to, operation) => return Err(format!("the model does not apply {operation} to {apply_to}")),
         }
