@@ -57,6 +57,19 @@ impl PeerLoad {
     pub fn load(&self) -> PodLoad {
         PodLoad { in_flight: self.in_flight, pending_prefill_tokens: self.pending_prefill_tokens }
     }
+
+    /// What a replica reports of its own load: each of `pods` that has any, as
+    /// `load_of` counts it.
+    pub fn busy(pods: impl Iterator<Item = Endpoint>, load_of: impl Fn(Endpoint) -> PodLoad) -> Vec<PeerLoad> {
+        pods.map(|pod| (pod, load_of(pod)))
+            .filter(|(_, load)| load.in_flight > 0 || load.pending_prefill_tokens > 0)
+            .map(|(pod, load)| PeerLoad {
+                pod,
+                in_flight: load.in_flight,
+                pending_prefill_tokens: load.pending_prefill_tokens,
+            })
+            .collect()
+    }
 }
 
 /// Load per pod between snapshots: what the agent pushes a replica (the other

@@ -169,6 +169,10 @@ pub mod epp {
     /// gRPC health service names: the process is up; it can pick (it has a snapshot).
     pub const HEALTH_LIVENESS: &str = "liveness";
     pub const HEALTH_READINESS: &str = "readiness";
+    /// gRPC health service: the picker takes new streams. Serving from start until it
+    /// is told to stop; Envoy health-checks it when several pickers serve one gateway,
+    /// so a draining picker gets no new request before it exits.
+    pub const HEALTH_STREAMS: &str = "infergate.epp.streams";
 }
 
 /// Characters per token when no tokenizer is at hand: the gateway's prompt-length

@@ -82,9 +82,9 @@ pub(crate) fn static_cluster(
     })
 }
 
-/// A cluster of one gRPC service (HTTP/2) at `address`.
-pub(crate) fn grpc_cluster(name: &str, address: std::net::SocketAddr) -> Value {
-    let mut cluster = static_cluster(name, std::iter::once(address), UpstreamPolicy::RoundRobin);
+/// A cluster of one gRPC service (HTTP/2) at `addresses`, round robin.
+pub(crate) fn grpc_cluster(name: &str, addresses: impl Iterator<Item = std::net::SocketAddr>) -> Value {
+    let mut cluster = static_cluster(name, addresses, UpstreamPolicy::RoundRobin);
     cluster["typed_extension_protocol_options"] = json!({
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",

@@ -112,7 +112,7 @@ fn rate_limit_filter(limits: &RateLimits) -> Value {
 }
 
 fn rate_limit_clusters(limits: &RateLimits) -> Vec<Value> {
-    let grpc = grpc_cluster(RATE_LIMIT_CLUSTER, limits.service.socket_addr());
+    let grpc = grpc_cluster(RATE_LIMIT_CLUSTER, std::iter::once(limits.service.socket_addr()));
     let usage = static_cluster(USAGE_CLUSTER, std::iter::once(limits.usage.socket_addr()), UpstreamPolicy::RoundRobin);
     vec![grpc, usage]
 }

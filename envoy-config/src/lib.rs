@@ -68,9 +68,10 @@ pub struct RenderOptions {
     pub explain: bool,
     /// Write an access log line per request to stdout.
     pub access_log: bool,
-    /// Route through `infergate-epp` at this address (Envoy's ext_proc) instead of the
-    /// filter: no Wasm, no control listener (the agent pushes to the picker).
-    pub ext_proc: Option<std::net::SocketAddr>,
+    /// Route through `infergate-epp` at these addresses (Envoy's ext_proc) instead of
+    /// the filter: no Wasm, no control listener (the agent pushes to the pickers).
+    /// Several are active-active replicas, health-checked by Envoy. Empty: the filter.
+    pub ext_proc: Vec<std::net::SocketAddr>,
 }
 
 impl RenderOptions {
@@ -82,18 +83,18 @@ impl RenderOptions {
             upstream_policy: UpstreamPolicy::Infergate,
             explain: false,
             access_log: true,
-            ext_proc: None,
+            ext_proc: Vec::new(),
         }
     }
 
-    /// Options for a gateway whose picker is `infergate-epp` at `address`.
-    pub fn ext_proc(address: std::net::SocketAddr) -> Self {
-        Self { ext_proc: Some(address), ..Self::new(PathBuf::new()) }
+    /// Options for a gateway whose pickers are `infergate-epp` at `addresses`.
+    pub fn ext_proc(addresses: Vec<std::net::SocketAddr>) -> Self {
+        Self { ext_proc: addresses, ..Self::new(PathBuf::new()) }
     }
 
     /// The filter runs in Envoy (not baseline, not ext_proc).
     fn runs_filter(&self) -> bool {
-        self.upstream_policy == UpstreamPolicy::Infergate && self.ext_proc.is_none()
+        self.upstream_policy == UpstreamPolicy::Infergate && self.ext_proc.is_empty()
     }
 }
 
@@ -104,11 +105,10 @@ pub fn render_bootstrap(config: &InfergateConfig, options: &RenderOptions) -> Re
     if options.upstream_policy == UpstreamPolicy::Infergate {
         clusters.extend(identity::jwks_cluster(&config.identity));
     }
-    match options.ext_proc {
-        Some(picker) if options.upstream_policy == UpstreamPolicy::Infergate => {
-            clusters.push(ext_proc::cluster(picker))
-        }
-        _ => listeners.push(listeners::control(&config.gateway, options)?),
+    if options.ext_proc.is_empty() || options.upstream_policy != UpstreamPolicy::Infergate {
+        listeners.push(listeners::control(&config.gateway, options)?);
+    } else {
+        clusters.push(ext_proc::cluster(&options.ext_proc));
     }
     let mut bootstrap = json!({
         "node": {"id": "infergate", "cluster": "infergate"},

@@ -137,9 +137,9 @@ pub(crate) fn gateway(config: &InfergateConfig, options: &RenderOptions) -> Resu
         UpstreamPolicy::Infergate => crate::identity::filters(&config.identity, &config.flow_control.tenant_header),
         _ => Vec::new(),
     };
-    match (options.upstream_policy, options.ext_proc) {
-        (UpstreamPolicy::Infergate, Some(_)) => filters.push(crate::ext_proc::filter()),
-        (UpstreamPolicy::Infergate, None) => filters.push(wasm::router_filter(config, options)?),
+    match (options.upstream_policy, options.ext_proc.is_empty()) {
+        (UpstreamPolicy::Infergate, false) => filters.push(crate::ext_proc::filter(options.ext_proc.len())),
+        (UpstreamPolicy::Infergate, true) => filters.push(wasm::router_filter(config, options)?),
         _ => {}
     }
     Ok(json!({

@@ -63,7 +63,7 @@ fn baselines_have_no_wasm() {
 
 #[test]
 fn with_the_picker_over_ext_proc_there_is_no_wasm_and_no_control_listener() {
-    let options = RenderOptions::ext_proc("127.0.0.1:9002".parse().unwrap());
+    let options = RenderOptions::ext_proc(vec!["127.0.0.1:9002".parse().unwrap()]);
     let bootstrap = render_bootstrap(&example(), &options).unwrap();
     let text = bootstrap.to_string();
     assert!(!text.contains("wasm"));
@@ -80,4 +80,27 @@ fn with_the_picker_over_ext_proc_there_is_no_wasm_and_no_control_listener() {
     assert!(picker.to_string().contains("http2_protocol_options"));
     // The pools still pick the ranked pod from the header the picker sets.
     assert!(text.contains("envoy.load_balancing_policies.override_host"));
+}
+
+#[test]
+fn several_pickers_are_health_checked_and_a_stream_that_cannot_start_moves_on() {
+    let alone =
+        render_bootstrap(&example(), &RenderOptions::ext_proc(vec!["127.0.0.1:9002".parse().unwrap()])).unwrap();
+    let cluster = |bootstrap: &serde_json::Value| {
+        let clusters = bootstrap["static_resources"]["clusters"].as_array().unwrap().clone();
+        clusters.into_iter().find(|c| c["name"] == "infergate-epp").unwrap()
+    };
+    assert!(cluster(&alone).get("health_checks").is_none(), "one picker: as before");
+    let pickers = vec!["127.0.0.1:9002".parse().unwrap(), "127.0.0.1:9003".parse().unwrap()];
+    let two = render_bootstrap(&example(), &RenderOptions::ext_proc(pickers)).unwrap();
+    let picked = cluster(&two);
+    assert_eq!(picked["load_assignment"]["endpoints"][0]["lb_endpoints"].as_array().unwrap().len(), 2);
+    assert_eq!(picked["health_checks"][0]["grpc_health_check"]["service_name"], "infergate.epp.streams");
+    assert_eq!(picked["common_lb_config"]["healthy_panic_threshold"]["value"], 0.0);
+    let listeners = two["static_resources"]["listeners"].as_array().unwrap();
+    let ext_proc = &listeners[0]["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"][0]["typed_config"];
+    let retry = &ext_proc["grpc_service"]["retry_policy"];
+    assert_eq!(retry["num_retries"], 1);
+    assert!(retry["retry_on"].as_str().unwrap().contains("connect-failure"));
+    assert_eq!(ext_proc["failure_mode_allow"], false, "never unrouted, however many pickers");
 }

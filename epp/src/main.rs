@@ -47,7 +47,17 @@ struct Args {
     /// request headers sent to the pod.
     #[arg(long)]
     explain: bool,
+    /// On SIGTERM or Ctrl-C, first stop taking new streams (gRPC health
+    /// `infergate.epp.streams` and readiness turn NOT_SERVING) and wait this long for
+    /// the gateway's health checks to see it; then stop accepting connections and
+    /// serve the open streams to their end. With several pickers, Envoy checks every
+    /// second: keep it above that, so that no request goes to a picker that is gone.
+    #[arg(long, default_value_t = 3000, value_name = "MS")]
+    drain_ms: u64,
 }
+
+/// How often the health services follow the picker's state.
+const HEALTH_POLL_MS: u64 = 200;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -108,9 +118,10 @@ async fn run(args: Args) -> Result<(), String> {
 
     let (reporter, health) = tonic_health::server::health_reporter();
     service::report_health(&reporter, false).await;
+    service::report_streams(&reporter, true).await;
     let watched = Arc::clone(&picker);
     tokio::spawn(async move {
-        let mut was_ready = false;
+        let (mut was_ready, mut was_accepting) = (false, true);
         loop {
             let ready = watched.ready();
             if ready != was_ready {
@@ -118,16 +129,38 @@ async fn run(args: Args) -> Result<(), String> {
                 tracing::info!(ready, "readiness changed");
                 was_ready = ready;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            let accepting = watched.accepting();
+            if accepting != was_accepting {
+                service::report_streams(&reporter, accepting).await;
+                was_accepting = accepting;
+            }
+            tokio::time::sleep(Duration::from_millis(HEALTH_POLL_MS)).await;
         }
     });
 
+    // Told to stop: drain first, then both servers stop (the gRPC one after its open
+    // streams end).
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let draining = Arc::clone(&picker);
+    let drain_ms = args.drain_ms;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        draining.drain();
+        tracing::info!(drain_ms, "draining: no new streams; the open ones are served to their end");
+        tokio::time::sleep(Duration::from_millis(drain_ms + HEALTH_POLL_MS)).await;
+        let _ = stop.send(true);
+    });
+    let stop_signal = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+
     tracing::info!(ext_proc = %args.listen, control = %control_addr, early_decision = settings.early_decision, "infergate-epp serving");
-    let control_server = axum::serve(control_listener, control_app).with_graceful_shutdown(shutdown_signal());
+    let control_server =
+        axum::serve(control_listener, control_app).with_graceful_shutdown(stop_signal(stopped.clone()));
     let grpc_server = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(service::ext_proc_server(Arc::clone(&picker)))
-        .serve_with_shutdown(args.listen, shutdown_signal());
+        .serve_with_shutdown(args.listen, stop_signal(stopped));
     let (control, grpc) = tokio::join!(control_server, grpc_server);
     control.map_err(|e| format!("control server: {e}"))?;
     grpc.map_err(|e| format!("gRPC server on {}: {e}", args.listen))?;

@@ -9,13 +9,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use infergate_core::ApiError;
 use infergate_core::config::{DisaggMode, PrefixSettings, RoutingConfig};
 use infergate_core::endpoint::Endpoint;
-use infergate_core::prefix::PrefixChain;
+use infergate_core::prefix::{PrefixChain, PrefixRecord};
+use infergate_core::replicas::{ReplicaDigest, ReplicaLoad};
 use infergate_core::request::InferenceRequest;
 use infergate_core::router::{LoadLedger, LocalLedger, PrefillLeg, Router};
 use infergate_core::snapshot::Snapshot;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use crate::replicas::{Outbox, own_load};
 
 /// What the operator chose for this picker, beside the routing config.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +44,11 @@ pub struct Stats {
     pub full_parses: Counter,
     pub snapshots_accepted: Counter,
     pub snapshots_refused: Counter,
+    /// Prefix records received from the other pickers, and sent to them.
+    pub peer_records_received: Counter,
+    pub peer_records_sent: Counter,
+    /// Load pushes between snapshots adopted.
+    pub peer_loads_adopted: Counter,
     pub streams_open: Gauge,
 }
 
@@ -55,6 +63,21 @@ impl Stats {
             ("infergate_epp_full_parses", "Bodies parsed whole by the serde parser", &self.full_parses),
             ("infergate_epp_snapshots_accepted", "Snapshot pushes adopted", &self.snapshots_accepted),
             ("infergate_epp_snapshots_refused", "Snapshot pushes refused", &self.snapshots_refused),
+            (
+                "infergate_epp_peer_records_received",
+                "Prefix records from the other pickers",
+                &self.peer_records_received,
+            ),
+            (
+                "infergate_epp_peer_records_sent",
+                "Prefix records passed on to the other pickers",
+                &self.peer_records_sent,
+            ),
+            (
+                "infergate_epp_peer_loads_adopted",
+                "The other pickers' load, pushed between snapshots",
+                &self.peer_loads_adopted,
+            ),
         ];
         for (name, help, counter) in counters {
             registry.register(name, help, counter.clone());
@@ -76,6 +99,17 @@ struct State {
     router: Router,
     ledger: LocalLedger,
     newest: Option<u64>,
+    /// This picker's decisions for the other pickers, with several.
+    outbox: Outbox,
+    /// The newest snapshot's pods, whose load the answers to pushes report.
+    pods: Vec<Endpoint>,
+}
+
+impl State {
+    /// `pod` is about to hold `chain`'s prompt: the other pickers are told.
+    fn announce(&mut self, pod: Endpoint, chain: &PrefixChain) {
+        self.outbox.push(PrefixRecord::of_chain(pod, chain), now_ms());
+    }
 }
 
 pub struct Picker {
@@ -83,6 +117,8 @@ pub struct Picker {
     pub settings: PickerSettings,
     pub stats: Stats,
     ready: AtomicBool,
+    /// Told to stop: no longer ready, and no longer taking new streams.
+    draining: AtomicBool,
 }
 
 /// What a routed request remembers until its stream ends.
@@ -111,8 +147,20 @@ pub fn now_ms() -> u64 {
 
 impl Picker {
     pub fn new(routing: RoutingConfig, settings: PickerSettings, seed: u64) -> Self {
-        let state = State { router: Router::new(routing, seed), ledger: LocalLedger::default(), newest: None };
-        Self { state: Mutex::new(state), settings, stats: Stats::default(), ready: AtomicBool::new(false) }
+        let state = State {
+            router: Router::new(routing, seed),
+            ledger: LocalLedger::default(),
+            newest: None,
+            outbox: Outbox::default(),
+            pods: Vec::new(),
+        };
+        Self {
+            state: Mutex::new(state),
+            settings,
+            stats: Stats::default(),
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -121,9 +169,20 @@ impl Picker {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A snapshot has been adopted: the picker routes on live signals.
+    /// A snapshot has been adopted and the picker is not draining: it routes on live
+    /// signals.
     pub fn ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) && self.accepting()
+    }
+
+    /// Whether the picker takes new streams: until it is told to drain.
+    pub fn accepting(&self) -> bool {
+        !self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Stops taking new streams (its health says so); the open ones are served to their end.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     /// How prompts are hashed for prefix matching.
@@ -132,8 +191,10 @@ impl Picker {
     }
 
     /// Adopts a pushed snapshot if it decodes, validates and is newer than the last.
-    pub fn push_snapshot(&self, body: &[u8]) -> Result<u64, PushRefusal> {
-        let snapshot = Snapshot::decode(body).map_err(|e| {
+    /// With `replicated` (the agent pushes several pickers), the other pickers' prefix
+    /// records in it are adopted and the answer is this picker's digest for them.
+    pub fn push_snapshot(&self, body: &[u8], replicated: bool) -> Result<(u64, Option<ReplicaDigest>), PushRefusal> {
+        let mut snapshot = Snapshot::decode(body).map_err(|e| {
             self.stats.snapshots_refused.inc();
             PushRefusal::Invalid(e.to_string())
         })?;
@@ -144,11 +205,37 @@ impl Picker {
             return Err(PushRefusal::Stale { sequence, newest });
         }
         state.newest = Some(sequence);
-        let State { router, ledger, .. } = &mut *state;
+        let peer_records = std::mem::take(&mut snapshot.peers.records);
+        state.pods = snapshot.pools.iter().flat_map(|pool| &pool.pods).map(|pod| pod.address).collect();
+        let State { router, ledger, outbox, pods, .. } = &mut *state;
         router.apply_snapshot(snapshot, ledger);
         self.ready.store(true, Ordering::Relaxed);
         self.stats.snapshots_accepted.inc();
-        Ok(sequence)
+        if !replicated {
+            return Ok((sequence, None));
+        }
+        for record in &peer_records {
+            // Another host's adapter loads would be timed by its clock: never counted.
+            router.record_peer(&PrefixRecord { adapter_load: None, ..record.clone() });
+        }
+        self.stats.peer_records_received.inc_by(peer_records.len() as u64);
+        let (records, dropped) = outbox.drain(now_ms());
+        if dropped > 0 {
+            tracing::warn!(dropped, "prefix records over the digest's bound were not passed on");
+        }
+        self.stats.peer_records_sent.inc_by(records.len() as u64);
+        let digest = ReplicaDigest { records, load: own_load(ledger, pods), replicas: 0, index: None };
+        Ok((sequence, Some(digest)))
+    }
+
+    /// Adopts the other pickers' load, pushed between snapshots, and answers with this
+    /// picker's own.
+    pub fn exchange_load(&self, body: &[u8]) -> Result<ReplicaLoad, String> {
+        let others = ReplicaLoad::decode(body).map_err(|e| e.to_string())?;
+        let mut state = self.state();
+        state.router.adopt_peer_load(&others.load, now_ms());
+        self.stats.peer_loads_adopted.inc();
+        Ok(ReplicaLoad { load: own_load(&state.ledger, &state.pods) })
     }
 
     /// Chooses the pods for `request` (among `subset`, if the proxy gave one) and
@@ -168,6 +255,10 @@ impl Picker {
             .is_some_and(|d| d.mode == DisaggMode::Sidecar);
         if !sidecar && let Some(leg) = decision.prefill.take() {
             router.prefill_leg_done(&leg, ledger);
+        }
+        state.announce(decision.chosen.endpoint, &decision.prefix);
+        if let Some(leg) = &decision.prefill {
+            state.announce(leg.endpoint(), &decision.prefix);
         }
         tracing::debug!(decision = %decision.explain(), "routed");
         Ok(Routed {
@@ -195,6 +286,7 @@ impl Picker {
         }
         if let Some(pod) = served_by.filter(|pod| *pod != routed.counted_on) {
             router.record_prefix(pod, &routed.prefix);
+            state.announce(pod, &routed.prefix);
         }
     }
 

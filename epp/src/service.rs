@@ -62,6 +62,12 @@ pub fn ext_proc_server(picker: Arc<Picker>) -> ExternalProcessorServer<ExtProc> 
     ExternalProcessorServer::new(ExtProc { picker })
 }
 
+/// Sets `HEALTH_STREAMS`: whether the picker takes new streams (until it drains).
+pub async fn report_streams(reporter: &HealthReporter, accepting: bool) {
+    let status = if accepting { ServingStatus::Serving } else { ServingStatus::NotServing };
+    reporter.set_service_status(epp::HEALTH_STREAMS, status).await;
+}
+
 /// Sets the health services from the picker's state: alive now; ready (as `""`,
 /// `readiness` and the ext_proc service) once it has a snapshot.
 pub async fn report_health(reporter: &HealthReporter, ready: bool) {

@@ -60,8 +60,8 @@ async fn health_follows_the_snapshot_and_a_request_is_routed_over_a_real_stream(
         pools: Vec::new(),
         peers: Default::default(),
     };
-    picker.push_snapshot(&snapshot.encode().unwrap()).unwrap();
-    assert!(picker.push_snapshot(&snapshot.encode().unwrap()).is_err(), "a replayed sequence is refused");
+    picker.push_snapshot(&snapshot.encode().unwrap(), false).unwrap();
+    assert!(picker.push_snapshot(&snapshot.encode().unwrap(), false).is_err(), "a replayed sequence is refused");
     service::report_health(&reporter, picker.ready()).await;
     for name in ["", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"] {
         assert_eq!(status(&mut health, name).await, ServingStatus::Serving, "{name:?} after a snapshot");

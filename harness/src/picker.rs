@@ -17,13 +17,18 @@ pub struct PickerProcess {
     child: Child,
 }
 
+/// The log of picker number `index`: `picker.log` for the first.
+pub fn log_name(index: usize) -> String {
+    if index == 0 { "picker.log".into() } else { format!("picker-{index}.log") }
+}
+
 impl PickerProcess {
-    /// Starts the picker on `dir`'s `infergate.yaml` and `token`, logging to
-    /// `picker.log`, and waits until it answers `/healthz`.
-    pub async fn start(dir: &Path, client: &reqwest::Client) -> Self {
+    /// Starts picker number `index` on `dir`'s `infergate.yaml` and `token`, logging to
+    /// [`log_name`], and waits until it answers `/healthz`.
+    pub async fn start(dir: &Path, index: usize, client: &reqwest::Client) -> Self {
         let grpc = loopback(free_port());
         let control = loopback(free_port());
-        let log = std::fs::File::create(dir.join("picker.log")).expect("create the picker's log");
+        let log = std::fs::File::create(dir.join(log_name(index))).expect("create the picker's log");
         let child = Command::new(artifacts::binary("infergate-epp"))
             .arg("-c")
             .arg(dir.join("infergate.yaml"))
@@ -58,6 +63,30 @@ impl PickerProcess {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Kills the process at once (SIGKILL): its streams and connections just end.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the process to stop (SIGTERM), as Kubernetes does: it drains.
+    pub fn terminate(&self) {
+        let status = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -TERM {}", self.child.id());
+    }
+
+    /// Waits up to `timeout` for the process to exit; whether it did, successfully.
+    pub async fn exited_cleanly(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
     }
 }
 

@@ -118,6 +118,8 @@ pub struct StackSpec {
     /// Route with `infergate-epp` over Envoy's ext_proc instead of the filter; the
     /// agent pushes to the picker.
     pub ext_proc: bool,
+    /// With `ext_proc`, this many pickers, active-active behind the one Envoy.
+    pub pickers: usize,
     /// The agent's `--load-exchange-ms`; `None`: its default.
     pub load_exchange_ms: Option<u64>,
     /// The first pool's prefill/decode disaggregation, and how many of its first pods
@@ -151,6 +153,7 @@ impl Default for StackSpec {
             external_pods: None,
             replicas: 1,
             ext_proc: false,
+            pickers: 1,
             load_exchange_ms: None,
             disaggregation: None,
             pod_shaper: None,
@@ -173,8 +176,8 @@ pub struct Stack {
     agent: Option<Child>,
     /// The replicas after the first, with `replicas > 1`.
     pub more_replicas: Vec<GatewayReplica>,
-    /// `infergate-epp`, with `ext_proc`.
-    pub picker: Option<PickerProcess>,
+    /// `infergate-epp`, with `ext_proc`: one, or several active-active.
+    pub pickers: Vec<PickerProcess>,
     /// The agent's `--load-exchange-ms`, if the spec set it.
     load_exchange_ms: Option<u64>,
     dir: tempfile::TempDir,
@@ -313,13 +316,16 @@ impl Stack {
             epoch: None,
             agent: None,
             more_replicas: Vec::new(),
-            picker: None,
+            pickers: Vec::new(),
             load_exchange_ms: spec.load_exchange_ms,
             dir,
         };
         stack.write_config();
         if spec.ext_proc {
-            stack.picker = Some(PickerProcess::start(stack.dir.path(), &stack.client).await);
+            for index in 0..spec.pickers.max(1) {
+                let picker = PickerProcess::start(stack.dir.path(), index, &stack.client).await;
+                stack.pickers.push(picker);
+            }
         }
         stack.write_bootstrap(spec.upstream_policy, spec.access_log, spec.bootstrap.as_ref());
         stack.epoch = spec.hot_restart.then_some(0);
@@ -351,7 +357,7 @@ impl Stack {
         let options = RenderOptions {
             upstream_policy,
             access_log,
-            ext_proc: self.picker.as_ref().map(|p| p.grpc),
+            ext_proc: self.pickers.iter().map(|p| p.grpc).collect(),
             ..artifacts::render_options()
         };
         let bootstrap = match writer {
@@ -480,24 +486,24 @@ impl Stack {
         .await;
     }
 
-    /// Snapshot pushes the gateway (or its picker) adopted.
+    /// Snapshot pushes the gateway (or its first picker) adopted.
     async fn accepted_pushes(&self) -> u64 {
-        match &self.picker {
+        match self.pickers.first() {
             Some(picker) => picker.metric(&self.client, "infergate_epp_snapshots_accepted_total").await.unwrap_or(0),
             None => self.stat("infergate.control.accepted").await.unwrap_or(0),
         }
     }
 
-    /// A metric of the picker's `/metrics` (with `ext_proc`), by its exposed name.
+    /// A metric of the first picker's `/metrics` (with `ext_proc`), by its exposed name.
     pub async fn picker_metric(&self, name: &str) -> Option<u64> {
-        self.picker.as_ref()?.metric(&self.client, name).await
+        self.pickers.first()?.metric(&self.client, name).await
     }
 
-    /// `--control` for every replica when there are several, or for the picker; none
+    /// `--control` for every replica when there are several, or for each picker; none
     /// (the config's control listener) with one gateway that runs the filter.
     fn replica_controls(&self) -> Vec<String> {
-        if let Some(picker) = &self.picker {
-            return vec!["--control".to_string(), picker.control_url.clone()];
+        if !self.pickers.is_empty() {
+            return self.pickers.iter().flat_map(|p| ["--control".to_string(), p.control_url.clone()]).collect();
         }
         if self.more_replicas.is_empty() {
             return Vec::new();
@@ -723,7 +729,9 @@ impl Stack {
 
     fn dump_logs(&self) {
         let replicas = (1..=self.more_replicas.len()).map(|i| format!("envoy-{i}.log"));
-        let names = ["envoy.log", "envoy.out", "agent.log", "picker.log"].map(String::from).into_iter().chain(replicas);
+        let pickers = (0..self.pickers.len()).map(crate::picker::log_name);
+        let names =
+            ["envoy.log", "envoy.out", "agent.log"].map(String::from).into_iter().chain(pickers).chain(replicas);
         for name in names {
             if let Ok(text) = std::fs::read_to_string(self.path(&name)) {
                 let tail: Vec<&str> = text.lines().rev().take(40).collect();

@@ -162,12 +162,18 @@ fn the_rendered_inference_pool_deployment_validates_against_the_inference_extens
     let documents =
         inference_pool::render(&kind_config(), &options(None, "infergate-demo"), "infergate/epp:0.1.0").unwrap();
     let kinds: Vec<&str> = documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["ConfigMap", "Deployment", "Service", "InferencePool", "HTTPRoute"]);
+    assert_eq!(kinds, ["ConfigMap", "Deployment", "Service", "Service", "InferencePool", "HTTPRoute"]);
     assert_all_valid(&catalog, "InferencePool render", &documents);
-    let pool = &documents[3]["spec"];
+    // Two pickers, active-active; the agent pushes to each through the headless
+    // Service, before either is ready.
+    assert_eq!(documents[1]["spec"]["replicas"], inference_pool::PICKER_REPLICAS);
+    assert_eq!(documents[3]["metadata"]["name"], inference_pool::PICKER_CONTROL);
+    assert_eq!(documents[3]["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(documents[3]["spec"]["ports"][0]["name"], "control");
+    let pool = &documents[4]["spec"];
     assert_eq!(pool["endpointPickerRef"]["name"], inference_pool::PICKER);
     assert_eq!(pool["endpointPickerRef"]["port"]["number"], inference_pool::PICKER_GRPC_PORT);
-    let route = &documents[4]["spec"]["rules"];
+    let route = &documents[5]["spec"]["rules"];
     assert_eq!(route[0]["backendRefs"][0]["kind"], "InferencePool");
     // The picker reads the same config the agent would, from its ConfigMap.
     let text = documents[0]["data"]["infergate.yaml"].as_str().unwrap();

@@ -28,7 +28,9 @@ fn the_example_bootstrap_validates_with_the_filter_and_with_each_baseline() {
         validate(&RenderOptions { upstream_policy, ..RenderOptions::new(wasm.clone()) });
     }
     // With infergate-epp over ext_proc instead of the filter.
-    validate(&RenderOptions::ext_proc("127.0.0.1:9002".parse().unwrap()));
+    validate(&RenderOptions::ext_proc(vec!["127.0.0.1:9002".parse().unwrap()]));
+    // With two active-active pickers: health checks and the gRPC retry policy.
+    validate(&RenderOptions::ext_proc(vec!["127.0.0.1:9002".parse().unwrap(), "127.0.0.1:9003".parse().unwrap()]));
 }
 
 #[test]

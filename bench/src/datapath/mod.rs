@@ -118,7 +118,7 @@ impl Gateways {
     pub fn pin(&self, envoy_cpu: usize, picker_cpu: usize) -> Result<(), String> {
         let mut pins: Vec<(u32, usize)> =
             self.each().iter().filter_map(|(_, stack)| stack.envoy_pid()).map(|pid| (pid, envoy_cpu)).collect();
-        if let Some(picker) = &self.picker.picker {
+        if let Some(picker) = self.picker.pickers.first() {
             pins.push((picker.pid(), picker_cpu));
         }
         pins.into_iter().try_for_each(|(pid, cpu)| pin_process(pid, cpu))
@@ -243,7 +243,7 @@ pub async fn measure(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = stack.envoy_pid().unwrap_or(0);
-    let picker_pid = stack.picker.as_ref().map(|p| p.pid());
+    let picker_pid = stack.pickers.first().map(|p| p.pid());
     let picker_cpu = || picker_pid.and_then(cpu_seconds).unwrap_or(0.0);
     let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
     let picker_before = picker_cpu();
@@ -327,7 +327,7 @@ pub async fn footprint(
         each.push(GatewayFootprint {
             gateway,
             envoy_rss_mib: stack.envoy_pid().and_then(rss_mib).unwrap_or(f64::NAN),
-            picker_rss_mib: stack.picker.as_ref().and_then(|p| rss_mib(p.pid())),
+            picker_rss_mib: stack.pickers.first().and_then(|p| rss_mib(p.pid())),
             vm_memory_bytes: if wasm { stack.stat("infergate.vm.memory_bytes").await } else { None },
             workers: StackSpec::default().envoy_concurrency,
         });

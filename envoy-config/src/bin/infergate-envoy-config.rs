@@ -71,9 +71,11 @@ struct Args {
     no_access_log: bool,
     /// Route through `infergate-epp` listening (gRPC) at this address, with Envoy's
     /// ext_proc filter, instead of loading the filter (Envoy only; no --wasm needed).
-    /// Point the agent's --control at the picker's control address.
+    /// Repeat it for active-active pickers: Envoy health-checks them and a request
+    /// whose picker fails goes to another (docs/epp.md). Point the agent's --control at
+    /// every picker's control address.
     #[arg(long, value_name = "ADDRESS", conflicts_with = "wasm")]
-    ext_proc: Option<std::net::SocketAddr>,
+    ext_proc: Vec<std::net::SocketAddr>,
 
     /// Kubernetes: the Gateway that carries the OpenAI endpoint, as NAMESPACE/NAME.
     #[arg(long, default_value = "infergate-system/infergate", help_heading = "Kubernetes")]
@@ -145,9 +147,9 @@ fn main() -> ExitCode {
 }
 
 fn render_options(args: &Args) -> Result<RenderOptions, String> {
-    let base = match args.ext_proc {
-        Some(picker) => RenderOptions::ext_proc(picker),
-        None => {
+    let base = match args.ext_proc.as_slice() {
+        [_, ..] => RenderOptions::ext_proc(args.ext_proc.clone()),
+        [] => {
             let wasm = args.wasm.clone().ok_or("--wasm is required: Envoy loads the filter from that path")?;
             RenderOptions::new(std::path::absolute(&wasm).unwrap_or(wasm))
         }
@@ -203,7 +205,12 @@ fn inference_pool_manifests(args: &Args, config: &InfergateConfig) -> Result<Str
     let options = kubernetes_options(args, config, no_wasm)?;
     let documents = kubernetes::inference_pool::render(config, &options, &args.epp_image).map_err(|e| e.to_string())?;
     kubernetes::to_yaml_documents(
-        "Rendered by infergate-envoy-config --target inference-pool from infergate.yaml; edit that file, not this one.",
+        &format!(
+            "Rendered by infergate-envoy-config --target inference-pool from infergate.yaml; edit that file, not this one.\n# \
+             Run the metrics agent with --control-service {}/{}: it pushes to every picker.",
+            options.namespace,
+            kubernetes::inference_pool::PICKER_CONTROL
+        ),
         &documents,
     )
 }

@@ -1,15 +1,19 @@
 //! The InferencePool-native deployment, for gateways that implement the Gateway API
 //! Inference Extension by calling an endpoint picker over ext_proc instead of loading a
 //! filter (Istio, agentgateway, kgateway, NGINX Gateway Fabric, GKE):
-//! - `infergate-epp` (a Deployment, its Service and its config) as the picker;
+//! - `infergate-epp` (a Deployment of two active-active pickers, its Service and its
+//!   config) as the picker, and a headless Service listing every picker's control
+//!   port for the agent;
 //! - one `InferencePool` per pool: its pods by label, its target ports, and
 //!   `endpointPickerRef` naming the picker (failure mode closed: no unrouted requests);
 //! - an `HTTPRoute` whose rules send each model's requests to its pool's InferencePool,
 //!   matched on `x-gateway-model-name` (set by a body-based router in front, as the
 //!   Inference Extension's own deployments do), and everything else to the first pool.
 //!
-//! The agent pushes snapshots to the picker's control port (`--control`), not to the
-//! gateway's pods: the gateway runs no infergate code.
+//! The agent pushes snapshots to every picker's control port (`--control-service`
+//! naming [`PICKER_CONTROL`]), not to the gateway's pods: the gateway runs no infergate
+//! code. The pickers share prefix records and loads through those pushes
+//! (`epp/src/replicas.rs`), so the gateway may send a request's stream to either.
 
 use infergate_core::config::InfergateConfig;
 use infergate_core::wire::header::MODEL as MODEL_HEADER;
@@ -22,6 +26,14 @@ use super::{KubernetesOptions, RenderError};
 pub const PICKER: &str = "infergate-epp";
 /// Its gRPC (ext_proc and health) port, the Inference Extension's usual one.
 pub const PICKER_GRPC_PORT: u16 = 9002;
+/// The headless Service the agent follows to push to every picker, ready or not (a
+/// picker becomes ready only after its first push).
+pub const PICKER_CONTROL: &str = "infergate-epp-control";
+/// Pickers, active-active: one can stop (a rollout, a node drain) while the other serves.
+pub const PICKER_REPLICAS: u32 = 2;
+/// What a stopping picker waits, after saying it takes no new stream, before it stops
+/// accepting connections: the gateway's health checks see it first.
+const PICKER_DRAIN_MS: u64 = 5_000;
 const INFERENCE_GROUP: &str = "inference.networking.k8s.io";
 
 pub fn pool_name(pool: &str) -> String {
@@ -48,7 +60,7 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions, image: &str
             "metadata": {"name": PICKER, "namespace": namespace, "labels": labels()},
             "data": {"infergate.yaml": yaml},
         }),
-        deployment(options, image, control_port),
+        deployment(config, options, image, control_port),
         json!({
             "apiVersion": "v1",
             "kind": "Service",
@@ -57,8 +69,18 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions, image: &str
                 "selector": {"app.kubernetes.io/name": PICKER},
                 "ports": [
                     {"name": "grpc", "protocol": "TCP", "port": PICKER_GRPC_PORT, "targetPort": PICKER_GRPC_PORT, "appProtocol": "kubernetes.io/h2c"},
-                    {"name": "control", "protocol": "TCP", "port": control_port, "targetPort": control_port},
                 ],
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": PICKER_CONTROL, "namespace": namespace, "labels": labels()},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": true,
+                "selector": {"app.kubernetes.io/name": PICKER},
+                "ports": [{"name": "control", "protocol": "TCP", "port": control_port, "targetPort": control_port}],
             },
         }),
     ];
@@ -67,19 +89,21 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions, image: &str
     Ok(documents)
 }
 
-fn deployment(options: &KubernetesOptions, image: &str, control_port: u16) -> Value {
+fn deployment(config: &InfergateConfig, options: &KubernetesOptions, image: &str, control_port: u16) -> Value {
+    // A stopping picker drains, then serves its open streams to their end: the longest
+    // a request may take.
+    let grace_s = (PICKER_DRAIN_MS + config.gateway.request_timeout_ms).div_ceil(1000) + 5;
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": PICKER, "namespace": options.namespace, "labels": labels()},
         "spec": {
-            // One picker: its in-flight counts and prefix index are its own (see
-            // docs/replicas.md for what several pickers would share).
-            "replicas": 1,
+            "replicas": PICKER_REPLICAS,
             "selector": {"matchLabels": {"app.kubernetes.io/name": PICKER}},
             "template": {
                 "metadata": {"labels": labels()},
                 "spec": {
+                    "terminationGracePeriodSeconds": grace_s,
                     "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "picker",
@@ -89,6 +113,7 @@ fn deployment(options: &KubernetesOptions, image: &str, control_port: u16) -> Va
                             "--listen", format!("0.0.0.0:{PICKER_GRPC_PORT}"),
                             "--control", format!("0.0.0.0:{control_port}"),
                             "--token-file", "/var/run/infergate/token",
+                            "--drain-ms", PICKER_DRAIN_MS.to_string(),
                         ],
                         "ports": [
                             {"name": "grpc", "containerPort": PICKER_GRPC_PORT},

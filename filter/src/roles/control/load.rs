@@ -25,14 +25,7 @@ pub fn remember_pods(host: &dyn Host, snapshot: &Snapshot) {
 /// This replica's load on `pods`, those that have any.
 pub fn own_load(host: &dyn Host, pods: impl Iterator<Item = Endpoint>) -> Vec<PeerLoad> {
     let table = PodLoads::read(host);
-    pods.map(|pod| (pod, table.get(pod)))
-        .filter(|(_, load)| load.in_flight > 0 || load.pending_prefill_tokens > 0)
-        .map(|(pod, load)| PeerLoad {
-            pod,
-            in_flight: load.in_flight,
-            pending_prefill_tokens: load.pending_prefill_tokens,
-        })
-        .collect()
+    PeerLoad::busy(pods, |pod| table.get(pod))
 }
 
 /// Admits a push of the other replicas' load: stored for the routers, answered with
