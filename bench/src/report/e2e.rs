@@ -27,10 +27,15 @@ pub struct E2eRow {
 
 impl E2eRow {
     pub fn label(&self) -> String {
-        match self.replicas {
-            1 => self.policy.clone(),
-            n => format!("{}, {n} replicas", self.policy),
-        }
+        run_label(&self.policy, self.replicas)
+    }
+}
+
+/// How a run is named in the tables and charts: its policy, and its replicas if several.
+pub fn run_label(policy: &str, replicas: usize) -> String {
+    match replicas {
+        1 => policy.to_string(),
+        n => format!("{policy}, {n} replicas"),
     }
 }
 
@@ -114,17 +119,29 @@ pub fn e2e_sets_markdown(described: &str, rows: &[E2eRow]) -> String {
 /// Part 2's chart for one workload at `load` (its load step): each run's measured TTFT
 /// p99, the worst of its request sets, as `e2e-ttft-p99-<workload>.{svg,png}` in `out`.
 pub fn e2e_tail_chart(out: &Path, workload: &str, load: f64, sets: u64, rows: &[E2eRow]) -> Result<(), String> {
+    let runs: Vec<(String, f64)> = rows.iter().map(|row| (row.label(), row.measured.ttft_ms.p99)).collect();
+    write_e2e_tail_chart(out, workload, load, sets, &runs)
+}
+
+/// [`e2e_tail_chart`] from each run's label and measured TTFT p99 per request set, as a
+/// saved report holds them (`examples/e2e_chart.rs` redraws one).
+pub fn write_e2e_tail_chart(
+    out: &Path,
+    workload: &str,
+    load: f64,
+    sets: u64,
+    runs: &[(String, f64)],
+) -> Result<(), String> {
     let mut bars: Vec<(String, f64)> = Vec::new();
-    for row in rows {
-        let p99 = row.measured.ttft_ms.p99;
-        match bars.iter_mut().find(|(label, _)| *label == row.label()) {
-            Some((_, worst)) => *worst = worst.max(p99),
-            None => bars.push((row.label(), p99)),
+    for (label, p99) in runs {
+        match bars.iter_mut().find(|(seen, _)| seen == label) {
+            Some((_, worst)) => *worst = worst.max(*p99),
+            None => bars.push((label.clone(), *p99)),
         }
     }
-    let of_sets = if sets == 1 { String::new() } else { format!(", the worst of {sets} request sets") };
+    let of_sets = if sets == 1 { String::new() } else { format!(", worst of {sets} request sets") };
     let at = super::charts::load_short(workload, load);
-    let title = format!("{workload} at {at} through Envoy: TTFT p99 per run (simulated time{of_sets})");
+    let title = format!("{workload} at {at} through Envoy: TTFT p99{of_sets}");
     let chart = Bars { title: &title, metric: "measured TTFT p99", unit: Unit::Millis, bars: &bars };
     super::bars::write_bars(out, &format!("e2e-ttft-p99-{workload}"), &chart)
 }
@@ -172,12 +189,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         // plotters writes each text on a line of its own.
         let has = |text: &str| svg.contains(&format!("\n{text}\n"));
-        assert!(
-            has(
-                "bursty-chat at 9.6 req/s through Envoy: TTFT p99 per run (simulated time, the worst of 2 request sets)"
-            ),
-            "{svg}"
-        );
+        assert!(has("bursty-chat at 9.6 req/s through Envoy: TTFT p99, worst of 2 request sets"), "{svg}");
         assert!(has("infergate") && has("round_robin"), "{svg}");
         // infergate's two sets are one bar at its worst set, labelled with its value.
         assert!(has("9,000 ms") && has("7,000 ms") && !has("500 ms"), "{svg}");
