@@ -9,7 +9,7 @@ use infergate_core::global::metering::{answer_tokens, stream_chunk_tokens, tenan
 use infergate_core::request::parse_request;
 use infergate_e2e::global_router::{ClusterSpec, GlobalRouter, Process, rate_limits, start_redis};
 use infergate_e2e::jwt::{ISSUER, KEY, claims, now_s, required_identity, token, valid_token};
-use infergate_e2e::{Stack, StackSpec, chat_body};
+use infergate_e2e::{Reply, Stack, StackSpec, chat_body};
 use infergate_ratelimit::charge::{Kind, counter_key};
 use serde_json::{Value, json};
 
@@ -63,27 +63,31 @@ fn redis_get(port: u16, key: &str) -> i64 {
     String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0)
 }
 
+/// Sends ~200-token requests, alternating replicas, with the `authorization` value
+/// `authorization(i)` gives the i-th, until one is refused with a 429: how many were
+/// served before, and the refusal.
+async fn until_refused(limited: &Limited, authorization: impl Fn(u64) -> String) -> (usize, Reply) {
+    let mut served = 0;
+    for i in 0..40u64 {
+        let value = authorization(i);
+        let replica = &limited.replicas[(i % 2) as usize];
+        let reply = replica.post(&long_prompt(200), &[("authorization", value.as_str())]).await;
+        match reply.status {
+            200 => served += 1,
+            429 => return (served, reply),
+            status => panic!("unexpected {status}: {}", reply.body),
+        }
+    }
+    panic!("the tenant never reached its limit in 40 requests");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_over_its_tokens_per_minute_gets_429_on_every_replica_and_others_are_served() {
     at_the_start_of_a_minute().await;
     let limited = limited(2_000).await;
     let over = [("authorization", "Bearer sk-tenant-a")];
     let under = [("authorization", "Bearer sk-tenant-b")];
-    let mut served = 0;
-    let mut refused = None;
-    for i in 0..40 {
-        let replica = &limited.replicas[i % 2];
-        let reply = replica.post(&long_prompt(200), &over).await;
-        match reply.status {
-            200 => served += 1,
-            429 => {
-                refused = Some(reply);
-                break;
-            }
-            status => panic!("unexpected {status}: {}", reply.body),
-        }
-    }
-    let refused = refused.expect("tenant a never reached its limit");
+    let (served, refused) = until_refused(&limited, |_| over[0].1.to_string()).await;
     // About 200 tokens per request against 2,000 per minute, counted across both replicas.
     assert!((8..=11).contains(&served), "{served} requests were served before the limit");
     assert_eq!(refused.error_code(), "rate_limit_exceeded", "{}", refused.body);
@@ -108,22 +112,9 @@ async fn rotating_tokens_do_not_escape_the_limit_of_the_verified_tenant() {
     at_the_start_of_a_minute().await;
     let dir = tempfile::tempdir().expect("a temp dir");
     let limited = limited_as(2_000, required_identity(dir.path())).await;
-    let mut served = 0;
-    let mut refused = None;
-    for i in 0..40u64 {
-        // A different token each time: the same tenant, a different expiry.
-        let bearer = format!("Bearer {}", token(KEY, &claims("acme", ISSUER, now_s() + 600 + i)));
-        let reply = limited.replicas[(i % 2) as usize].post(&long_prompt(200), &[("authorization", &bearer)]).await;
-        match reply.status {
-            200 => served += 1,
-            429 => {
-                refused = Some(reply);
-                break;
-            }
-            status => panic!("unexpected {status}: {}", reply.body),
-        }
-    }
-    let refused = refused.expect("the rotating tenant never reached its limit");
+    // A different token each time: the same tenant, a different expiry.
+    let rotating = |i: u64| format!("Bearer {}", token(KEY, &claims("acme", ISSUER, now_s() + 600 + i)));
+    let (served, refused) = until_refused(&limited, rotating).await;
     assert!((8..=11).contains(&served), "{served} requests were served before the limit");
     assert_eq!(refused.error_code(), "rate_limit_exceeded", "{}", refused.body);
     let made_up = limited.replicas[0].post(&long_prompt(200), &[("authorization", "Bearer sk-made-up-1")]).await;
