@@ -282,6 +282,15 @@ DISAGG_ARGS ?= --quick
 bench-disagg: ## P/D disaggregation: goodput of infergate's split rule, the peers' P/D policies and aggregated fleets
 	cargo run --release --locked -p infergate-bench --bin disagg -- --out bench/results/disagg $(DISAGG_ARGS)
 
+# Issue 42's end-to-end check of the above: llm-d-guide at 8 and 16 req/s and mixed-chat
+# at 15 starts/s, 30 s each, through real Envoy (mode: gateway, split: predicted), the
+# release agent and model-sim pods 3 prefill + 5 decode at 5x slower, streamed; beside
+# the discrete-event prediction of pd/infergate for the same requests (about 9 minutes).
+.PHONY: bench-disagg-e2e
+bench-disagg-e2e: envoy wasm ## P/D through real Envoy: measured ITL p90 and TTFT against the discrete-event prediction
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/disagg_e2e --out bench/results/disagg-e2e $(DISAGG_E2E_ARGS)
+
 # Plain Envoy, Envoy with the filter and Envoy calling infergate-epp over ext_proc,
 # near-instant pods, 1 KiB to 1 MiB bodies at concurrency 1, 32 and 150, paced uploads;
 # then the criterion micro-benchmarks of the hot path.

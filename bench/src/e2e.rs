@@ -44,7 +44,7 @@ pub const SCRAPE_INTERVAL_MS: u64 = 50;
 pub const LOAD_EXCHANGE_MS: u64 = 5;
 
 /// A request that never answers within this (real) time counts as failed.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What one run through Envoy measured.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub struct TraceLine {
 }
 
 /// The number after `key=` in a decision explanation, first occurrence.
-fn explained(decision: &str, key: &str) -> Option<f64> {
+pub fn explained(decision: &str, key: &str) -> Option<f64> {
     let start = decision.find(key)? + key.len();
     let rest = decision.get(start..)?;
     let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
@@ -318,14 +318,19 @@ const UNKNOWN_POD: usize = usize::MAX;
 /// answered (model-sim's `x-infergate-served-by`) and the gateway's decision.
 type Sent = (Option<Instant>, Option<Instant>, Option<String>, Option<String>);
 
-/// Sends one streamed chat request.
-async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Sent {
-    let body = json!({
+/// The streamed chat body of `request`: its prompt as one user message.
+pub fn chat_body(request: &BenchRequest) -> serde_json::Value {
+    json!({
         "model": request.model,
         "messages": [{"role": "user", "content": String::from_utf8_lossy(&request.prompt.bytes())}],
         "max_tokens": request.output_tokens,
         "stream": true,
-    });
+    })
+}
+
+/// Sends one streamed chat request.
+async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Sent {
+    let body = chat_body(request);
     let attempt = async {
         let mut response = client.post(url).json(&body).send().await.ok()?;
         if !response.status().is_success() {

@@ -17,6 +17,8 @@
 //! requests that meet a TTFT and a per-request ITL objective.
 
 mod chart;
+pub mod e2e;
+mod e2e_report;
 mod fleet;
 mod infergate_pd;
 mod peers;
@@ -27,6 +29,7 @@ mod summary;
 mod workload;
 
 pub use chart::goodput_chart;
+pub use e2e_report::{Comparison, ITL_TOLERANCE, comparison_markdown};
 pub use fleet::{LINK_GB_PER_S, Layout, Link, fleet_config};
 pub use policy::{AGGREGATED, Aggregated, PdChoice, PdContext, PdFleet, PdPolicy, PolicyKind};
 pub use report::markdown;
