@@ -80,7 +80,7 @@ pub struct TraceLine {
 }
 
 /// The number after `key=` in a decision explanation, first occurrence.
-pub fn explained(decision: &str, key: &str) -> Option<f64> {
+fn explained(decision: &str, key: &str) -> Option<f64> {
     let start = decision.find(key)? + key.len();
     let rest = decision.get(start..)?;
     let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
