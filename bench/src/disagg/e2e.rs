@@ -15,7 +15,10 @@
 //! The client reads each answer's SSE events as they arrive and stamps every token
 //! event; the gaps between a request's consecutive tokens are its inter-token
 //! latencies. Events that arrive in one read share a stamp and are counted as
-//! coalesced, so that a gap of zero that the network made is visible as such.
+//! coalesced, so that a gap of zero that the network made is visible as such. The
+//! decision header says whether the request was split and where its prefill leg went;
+//! a split's moved tokens are the gateway's `uncached_tokens`, since the pods count
+//! transfers only in aggregate.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,8 +72,8 @@ pub struct TraceLine {
     pub prefill: Option<String>,
     /// How late the client sent it, real ms.
     pub send_lag_ms: f64,
-    /// The gateway's whole `x-infergate-decision`.
-    pub decision: Option<String>,
+    /// The split verdict of the gateway's `x-infergate-decision`, from `pd=` on.
+    pub verdict: Option<String>,
 }
 
 /// Whether the machine kept up: CPU of each process over the run, and how late the
@@ -245,6 +248,8 @@ fn record(shared: &Shared, id: usize, request: &BenchRequest, sent: Instant, due
     let pd = words().next().map(str::to_string);
     let fallback = part("pd_fallback=");
     let prefill = part("prefill=").filter(|_| pd.as_deref() == Some("split") && fallback.is_none());
+    // What the gateway expected to move, for a split: the pods do not say per request.
+    let moved = part("uncached_tokens=").and_then(|t| t.parse::<f64>().ok()).filter(|_| prefill.is_some());
     let finished = answer.status == 200 && answer.complete && !answer.tokens.is_empty();
     let outcome = PdOutcome {
         arrival: shared.virtual_s(sent),
@@ -253,6 +258,7 @@ fn record(shared: &Shared, id: usize, request: &BenchRequest, sent: Instant, due
         output_tokens: request.output_tokens,
         decode_pod: shared.pod_index(answer.served_by.as_deref()).unwrap_or(usize::MAX),
         prefill_pod: shared.pod_index(prefill.as_deref()),
+        transferred_tokens: moved.map_or(0, |t| t as u64),
         gaps,
         ..PdOutcome::default()
     };
@@ -269,7 +275,7 @@ fn record(shared: &Shared, id: usize, request: &BenchRequest, sent: Instant, due
         served_by: answer.served_by.clone(),
         prefill,
         send_lag_ms: sent.duration_since(due).as_secs_f64() * 1000.0,
-        decision: answer.decision.clone(),
+        verdict: (!verdict.is_empty()).then(|| format!("pd={verdict}")),
     };
     if let Some(slot) = shared.results.lock().ok().as_mut().and_then(|r| r.get_mut(id)) {
         *slot = (outcome, line);
