@@ -127,6 +127,16 @@ pub struct Disaggregation {
     /// on the decode pod (`gateway` mode).
     #[serde(default = "Disaggregation::default_prefill_timeout_ms")]
     pub prefill_timeout_ms: u64,
+    /// The time to first token the split decision aims to keep under. Once the prefill
+    /// pods' predicted TTFT passes 30% of it, a request goes whole to a decode pod that
+    /// has room to prefill it.
+    #[serde(default = "Disaggregation::default_ttft_target_ms")]
+    pub ttft_target_ms: u64,
+    /// The inter-token latency the split decision aims to keep each request's p90
+    /// under. A decode pod whose engine steps take over half of it gets no more whole
+    /// prompts while a prefill pod can take them.
+    #[serde(default = "Disaggregation::default_itl_target_ms")]
+    pub itl_target_ms: u64,
 }
 
 impl Default for Disaggregation {
@@ -141,6 +151,8 @@ impl Default for Disaggregation {
             transfer_gb_per_s: Self::default_transfer_gb_per_s(),
             min_split_tokens: Self::default_min_split_tokens(),
             prefill_timeout_ms: Self::default_prefill_timeout_ms(),
+            ttft_target_ms: Self::default_ttft_target_ms(),
+            itl_target_ms: Self::default_itl_target_ms(),
         }
     }
 }
@@ -160,6 +172,12 @@ impl Disaggregation {
     }
     fn default_prefill_timeout_ms() -> u64 {
         30_000
+    }
+    fn default_ttft_target_ms() -> u64 {
+        2_000
+    }
+    fn default_itl_target_ms() -> u64 {
+        50
     }
 
     /// The role the static lists give `endpoint`.
@@ -183,6 +201,8 @@ impl Disaggregation {
         limits::KV_BYTES_PER_TOKEN.check_integer(self.kv_bytes_per_token, at)?;
         limits::TRANSFER_GB_PER_S.check_number(self.transfer_gb_per_s, at)?;
         limits::PREFILL_TIMEOUT_MS.check_integer(self.prefill_timeout_ms, at)?;
+        limits::TTFT_TARGET_MS.check_integer(self.ttft_target_ms, at)?;
+        limits::ITL_TARGET_MS.check_integer(self.itl_target_ms, at)?;
         if self.role_label.trim().is_empty() {
             return Err(limits::ROLE_LABEL.error(at, "an empty label"));
         }

@@ -209,6 +209,8 @@ pub const POOL: &[Limit] = &[POOL_NAME, POOL_ENDPOINTS, METRICS_PATH, POOL_DISCO
 pub const KV_BYTES_PER_TOKEN: Limit = Limit::new("kv_bytes_per_token", Rule::AtLeast(1));
 pub const TRANSFER_GB_PER_S: Limit = Limit::new("transfer_gb_per_s", Rule::Positive);
 pub const PREFILL_TIMEOUT_MS: Limit = Limit::new("prefill_timeout_ms", Rule::AtLeast(1));
+pub const TTFT_TARGET_MS: Limit = Limit::new("ttft_target_ms", Rule::AtLeast(1));
+pub const ITL_TARGET_MS: Limit = Limit::new("itl_target_ms", Rule::AtLeast(1));
 pub const ROLE_LABEL: Limit = Limit::new("role_label", Rule::Text("a Kubernetes label key"));
 pub const ROLE_ENDPOINTS: Rule =
     Rule::Text("endpoints of the pool's `endpoints`, none in both `prefill_endpoints` and `decode_endpoints`");
@@ -216,6 +218,8 @@ pub const DISAGGREGATION: &[Limit] = &[
     KV_BYTES_PER_TOKEN,
     TRANSFER_GB_PER_S,
     PREFILL_TIMEOUT_MS,
+    TTFT_TARGET_MS,
+    ITL_TARGET_MS,
     ROLE_LABEL,
     Limit::new("prefill_endpoints", ROLE_ENDPOINTS),
     Limit::new("decode_endpoints", ROLE_ENDPOINTS),

@@ -30,6 +30,9 @@ pub(super) struct Inputs<'a> {
     pub pending_baseline: &'a HashMap<Endpoint, u64>,
     /// In-flight counts when the snapshot was adopted: what its scrape already saw.
     pub baseline: &'a HashMap<Endpoint, u32>,
+    /// This router's split requests whose prefill leg is out, per decode pod: in flight
+    /// there, but not queued for a prefill (`Router::away`).
+    pub away: &'a HashMap<Endpoint, u32>,
     pub prefix: &'a PrefixIndex,
     /// Each pod's prefix capacity in blocks, from its KV size (`Router::capacity`).
     pub capacity: &'a HashMap<Endpoint, u64>,
@@ -203,14 +206,17 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         return (unobserved(pod.address, inputs, false), false);
     };
     let (own, load) = inputs.loads(pod.address);
-    let in_flight = load.in_flight;
+    // A split request prefilling elsewhere will join this pod's running batch with its
+    // prompt computed: it counts as running, not as waiting for a prefill.
+    let away = inputs.away.get(&pod.address).copied().unwrap_or(0).min(load.in_flight);
+    let in_flight = load.in_flight - away;
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
     let mut candidate = Candidate {
         endpoint: pod.address,
         // A role label the agent read wins; otherwise the pool's static lists.
         role: if pod.role == PodRole::Both { inputs.pool.role_of(pod.address) } else { pod.role },
         waiting: f64::from(in_flight),
-        running: f64::from(in_flight),
+        running: f64::from(load.in_flight),
         pending_prefill_tokens: load.pending_prefill_tokens as f64,
         kv_cache_usage: None,
         kv_free_tokens: None,
@@ -234,6 +240,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         let sent_since_scrape = in_flight.saturating_sub(inputs.baseline.get(&pod.address).copied().unwrap_or(0));
         let unseen = f64::from(sent_since_scrape) * inputs.replicas;
         (candidate.waiting, candidate.running) = fresh_load(signals, in_flight, unseen);
+        candidate.running += f64::from(away);
         // The other replicas, routing on the same snapshot, probably sent as much
         // prefill here since it as this one did (see `fresh_load`).
         let own_since =

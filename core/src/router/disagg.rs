@@ -4,23 +4,42 @@
 //! The decode pod is chosen first, among the pods that decode, by the same predicted
 //! cost as an aggregated request (a pod holding the prompt's prefix needs less of it
 //! moved); the prefill pod is then the cheapest of the pods that prefill, other than
-//! the decode pod. Whether to split compares the two ways of serving the request:
+//! the decode pod. Whether to split weighs the two ways of serving the request against
+//! the pool's targets (`ttft_target_ms`, `itl_target_ms`), then against each other:
 //!
 //! ```text
 //! uncached      = prompt tokens the decode pod does not hold
 //! whole_ttft    = the decode pod's predicted TTFT for the whole request
-//! interference  = decode pod's running requests × our prefill time there
-//!                 (each of its decodes waits through our prefill's chunks)
+//! own_prefill   = our prompt's prefill time on the decode pod (what its batch stalls)
 //! transfer_ms   = uncached × kv_bytes_per_token / transfer bandwidth
 //! split_ttft    = prefill pod's predicted TTFT + transfer_ms
 //!                 + decode pod's KV wait + adapter load + one decode step
-//! split         ⇔ uncached ≥ min_split_tokens and split_ttft < whole_ttft + interference
+//! interference  = decode pod's running requests × own_prefill
+//!
+//! 1. uncached < min_split_tokens                                  → whole (short-prompt)
+//! 2. decode step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
+//!    prefill pod's prefill ≤ 1.5 × own_prefill                     → split (itl-guard)
+//! 3. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
+//!    decode step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
+//! 4. split_ttft < whole_ttft + interference                        → split (gain)
+//!                                                   otherwise      → whole (no-gain)
 //! ```
 //!
-//! The sum is every request's added latency: ours to its first token, and the others'
-//! to their next ones. Splitting costs TTFT (a second queue, the transfer, a second
-//! request) and saves the decode pod's batch the stall of a prefill; a short prompt, or
-//! an idle decode pod, is served whole. `always` and `never` skip the comparison.
+//! Step 4 sums every request's added latency: ours to its first token, and that of the
+//! decode pod's running requests to their next ones. Alone, it splits until the prefill
+//! pods' queues cost more than the stall they spare, seconds under load, far past a
+//! TTFT target. Steps 2 and 3 are about the targets instead:
+//! - A decode pod whose mean step is past half the ITL target is stalling often enough
+//!   that its requests' ITL p90 is at risk; a prefill there would push them over, so the
+//!   prompt goes to a prefill pod while one can take it in time, or computes no more of
+//!   it than the decode pod would (a pod that holds the prompt's prefix is not passed
+//!   over for one that would compute all of it: agentic sessions).
+//! - Once the prefill pods' predicted TTFT passes 30% of the target (the prediction
+//!   lags a growing queue; measured on the benchmark's quick suite, 20–50% alike on the
+//!   guide shape), a decode pod with ITL room takes a prompt of at most 5 ITL targets'
+//!   prefill whole: a few long steps fit in its requests' p90.
+//!
+//! `always` and `never` skip all of it.
 
 use std::fmt::Write;
 
@@ -39,6 +58,12 @@ pub enum SplitReason {
     NoPrefillPod,
     /// Fewer uncached tokens than `min_split_tokens`.
     ShortPrompt,
+    /// The decode pod's steps are past half the ITL target: a prefill there would push
+    /// its requests' ITL over it.
+    ItlGuard,
+    /// The prefill pods' predicted TTFT is past 30% of the TTFT target and the decode
+    /// pod has ITL room for this prompt's prefill.
+    PrefillQueue,
     /// The predicted gain beats the TTFT cost.
     Gain,
     /// Serving it whole is predicted cheaper.
@@ -52,6 +77,8 @@ impl SplitReason {
             Self::Never => "never",
             Self::NoPrefillPod => "no-prefill-pod",
             Self::ShortPrompt => "short-prompt",
+            Self::ItlGuard => "itl-guard",
+            Self::PrefillQueue => "prefill-queue",
             Self::Gain => "gain",
             Self::NoGain => "no-gain",
         }
@@ -74,6 +101,8 @@ pub struct SplitVerdict {
 /// The prefill leg of a split request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefillLeg {
+    /// The pod that decodes the request once this leg returns.
+    pub decode: Endpoint,
     /// Best first; the rest are where a failed prefill leg may go next.
     pub endpoints: Vec<Endpoint>,
     pub report: PodReport,
@@ -103,6 +132,13 @@ pub fn verdict(
     let transfer_ms = settings.transfer_ms(uncached);
     let split_ttft_ms = prefill
         .map_or(f64::INFINITY, |p| p.ttft.ttft_ms + transfer_ms + whole.kv_wait_ms + whole.adapter_ms + whole.step_ms);
+    let targets = Targets::of(settings);
+    let decode_stalls = whole.step_ms > targets.step_ms;
+    let prefill_queued = split_ttft_ms > targets.prefill_queue_ms;
+    // Whether the prefill pod computes about as little of the prompt as the decode pod
+    // would: it is not passed over for one that holds the prefix.
+    let prefill_no_costlier =
+        prefill.is_some_and(|p| (p.ttft.prefill_ms - p.ttft.step_ms).max(0.0) <= PREFILL_WORK_RATIO * own_prefill_ms);
     let reason = match (settings.split, prefill) {
         (SplitPolicy::Never, _) => SplitReason::Never,
         (_, None) => SplitReason::NoPrefillPod,
@@ -110,17 +146,51 @@ pub fn verdict(
         (SplitPolicy::Predicted, Some(_)) if uncached < f64::from(settings.min_split_tokens) => {
             SplitReason::ShortPrompt
         }
+        (SplitPolicy::Predicted, Some(_)) if decode_stalls && (!prefill_queued || prefill_no_costlier) => {
+            SplitReason::ItlGuard
+        }
+        (SplitPolicy::Predicted, Some(_))
+            if prefill_queued
+                && whole.ttft_ms < split_ttft_ms
+                && !decode_stalls
+                && own_prefill_ms <= targets.whole_stall_ms =>
+        {
+            SplitReason::PrefillQueue
+        }
         (SplitPolicy::Predicted, Some(_)) if split_ttft_ms < whole.ttft_ms + interference_ms => SplitReason::Gain,
         (SplitPolicy::Predicted, Some(_)) => SplitReason::NoGain,
     };
     SplitVerdict {
-        split: matches!(reason, SplitReason::Always | SplitReason::Gain),
+        split: matches!(reason, SplitReason::Always | SplitReason::Gain | SplitReason::ItlGuard),
         reason,
         uncached_tokens: uncached,
         whole_ttft_ms: whole.ttft_ms,
         interference_ms,
         split_ttft_ms,
         transfer_ms,
+    }
+}
+
+/// A prefill pod computing at most this many times the decode pod's share of the prompt
+/// still counts as no costlier (step 2): the guide shape's and mixed chat's uncached
+/// prompts are alike on both, an agentic turn's is tens of times larger on a pod
+/// without its session.
+const PREFILL_WORK_RATIO: f64 = 1.5;
+
+/// The thresholds the pool's targets give the split rule (the module's steps 2 and 3).
+struct Targets {
+    /// A decode pod whose mean step is over this is stalling.
+    step_ms: f64,
+    /// Prefill pods whose predicted TTFT is over this are queueing.
+    prefill_queue_ms: f64,
+    /// The longest prefill a decode pod with ITL room takes whole.
+    whole_stall_ms: f64,
+}
+
+impl Targets {
+    fn of(settings: &Disaggregation) -> Self {
+        let itl = settings.itl_target_ms as f64;
+        Self { step_ms: itl / 2.0, prefill_queue_ms: 0.3 * settings.ttft_target_ms as f64, whole_stall_ms: 5.0 * itl }
     }
 }
 

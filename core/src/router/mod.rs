@@ -79,6 +79,9 @@ pub struct Router {
     pending_baseline: HashMap<Endpoint, u64>,
     /// Prefix capacity of each pod in hashed blocks, from its KV size.
     capacity: HashMap<Endpoint, u64>,
+    /// Split requests of this router whose prefill leg is out, per decode pod: counted
+    /// in flight there (they will decode there), but not in its prefill queue.
+    away: HashMap<Endpoint, u32>,
     /// What this router believed each pod held, against what the pods say they found.
     cache_truth: CacheTruth,
     prefix: PrefixIndex,
@@ -107,6 +110,7 @@ impl Router {
             adapter_loads: AdapterLoads::default(),
             pending_baseline: HashMap::new(),
             capacity: HashMap::new(),
+            away: HashMap::new(),
             cache_truth: CacheTruth::default(),
             calibration: TtftCalibration::default(),
             chars_per_token: CharsPerToken::default(),
@@ -177,7 +181,9 @@ impl Router {
             for pod in &pool.pods {
                 let peer_in_flight = self.peer_load.get(&pod.address).map_or(0, |l| l.in_flight);
                 let own = ledger.load(pod.address);
-                self.baseline.insert(pod.address, own.in_flight.saturating_add(peer_in_flight));
+                let away = self.away.get(&pod.address).copied().unwrap_or(0);
+                let queued = own.in_flight.saturating_sub(away).saturating_add(peer_in_flight);
+                self.baseline.insert(pod.address, queued);
                 self.pending_baseline.insert(pod.address, own.pending_prefill_tokens);
                 let kv_tokens = pod.signals.as_ref().and_then(|s| Some(s.num_gpu_blocks? * u64::from(s.block_size?)));
                 let blocks =
@@ -273,6 +279,7 @@ impl Router {
                 .flatten(),
             pending_baseline: &self.pending_baseline,
             baseline: &self.baseline,
+            away: &self.away,
             prefix: &self.prefix,
             capacity: &self.capacity,
             chain: &chain,
@@ -379,6 +386,7 @@ impl Router {
                 let best = ranked.first().and_then(|&i| report(i));
                 let verdict = disagg::verdict(disaggregation, shape.prompt_tokens, &chosen, best.as_ref());
                 let leg = best.filter(|_| verdict.split).map(|report| PrefillLeg {
+                    decode: chosen.endpoint,
                     endpoints: ranked.iter().filter_map(|&i| candidates.get(i).map(|c| c.endpoint)).collect(),
                     pending_prefill_tokens: settings
                         .cost
@@ -398,6 +406,7 @@ impl Router {
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
         if let Some(leg) = &prefill {
             ledger.update(leg.endpoint(), 1, i64::try_from(leg.pending_prefill_tokens).unwrap_or(i64::MAX));
+            *self.away.entry(chosen.endpoint).or_default() += 1;
         }
         if self.replicas > 1 {
             let close = self.last_decision_ms.is_some_and(|last| now_ms.saturating_sub(last) <= BURST_GAP_MS);
@@ -455,6 +464,13 @@ impl Router {
     /// its prefill pod.
     pub fn prefill_leg_done(&mut self, leg: &PrefillLeg, ledger: &mut dyn LoadLedger) {
         ledger.update(leg.endpoint(), -1, -i64::try_from(leg.pending_prefill_tokens).unwrap_or(i64::MAX));
+        // Its request now waits on (or decodes at) the decode pod.
+        if let Some(away) = self.away.get_mut(&leg.decode) {
+            *away = away.saturating_sub(1);
+            if *away == 0 {
+                self.away.remove(&leg.decode);
+            }
+        }
     }
 
     /// A streamed answer's first token came `observed_ms` after the decision that

@@ -69,13 +69,70 @@ fn a_prompt_the_decode_pod_mostly_holds_is_not_split() {
 }
 
 #[test]
-fn a_queued_prefill_pod_loses_to_a_busy_decode_pod() {
-    // Two seconds of prefill queued on the prefill pod cost more than the stall of
-    // four decodes.
-    let decode = report(1, 4.0, 0.0, 100.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 100.0, 2_000.0);
+fn a_queued_prefill_pod_loses_to_a_quiet_decode_pod() {
+    // 400 ms queued on the prefill pod cost more than one decode's stall.
+    let decode = report(1, 1.0, 0.0, 100.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 100.0, 400.0);
     let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+}
+
+/// `report` with the pod's engine step at `step_ms`.
+fn stepping(mut r: PodReport, step_ms: f64) -> PodReport {
+    let own = r.ttft.prefill_ms - r.ttft.step_ms;
+    r.ttft.step_ms = step_ms;
+    r.ttft.prefill_ms = own + step_ms;
+    r.ttft.ttft_ms = r.ttft.queue_ms + r.ttft.prefill_ms;
+    r
+}
+
+#[test]
+fn prefill_pods_queued_past_the_ttft_target_send_a_prompt_whole_to_a_decode_pod_with_room() {
+    // The prefill pod's 2 s queue is past 30% of the 2 s target; the decode pod steps
+    // in 20 ms (under half the 50 ms ITL target) and our prefill there is 100 ms.
+    let decode = report(1, 32.0, 0.0, 100.0, 0.0);
+    let prefill = report(2, 0.0, 0.0, 100.0, 2_000.0);
+    let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::PrefillQueue), "{v:?}");
+    // Summed latency alone would split it: 32 decodes stalled 100 ms each.
+    assert!(v.split_ttft_ms < v.whole_ttft_ms + v.interference_ms, "{v:?}");
+
+    // A looser target keeps the prefill pod.
+    let loose = Disaggregation { ttft_target_ms: 10_000, ..Disaggregation::default() };
+    assert_eq!(verdict(&loose, 1_500.0, &decode, Some(&prefill)).reason, SplitReason::Gain);
+    // A decode pod near the ITL target takes no whole prompt.
+    let stalling = stepping(decode, 30.0);
+    assert_eq!(verdict(&Disaggregation::default(), 1_500.0, &stalling, Some(&prefill)).reason, SplitReason::ItlGuard);
+    // Nor does one whose prefill of this prompt would take more than 5 ITL targets.
+    let long = report(1, 32.0, 0.0, 300.0, 0.0);
+    assert_eq!(verdict(&Disaggregation::default(), 5_000.0, &long, Some(&prefill)).reason, SplitReason::Gain);
+}
+
+#[test]
+fn a_stalling_decode_pod_sends_even_a_prompt_that_costs_no_interference_to_prefill() {
+    // Nothing runs on the decode pod (no interference to spare), but its steps take
+    // 30 ms, past half the ITL target: the prefill pod takes the prompt in time.
+    let decode = stepping(report(1, 0.0, 0.0, 100.0, 0.0), 30.0);
+    let prefill = report(2, 0.0, 0.0, 100.0, 100.0);
+    let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (true, SplitReason::ItlGuard), "{v:?}");
+    let mut line = String::new();
+    v.describe(None, &mut line);
+    assert!(line.contains("pd=split reason=itl-guard"), "{line}");
+}
+
+#[test]
+fn a_stalling_decode_pod_that_holds_the_prefix_is_not_passed_over_for_a_pod_that_lacks_it() {
+    // An agentic turn: the decode pod holds 97,000 of 100,000 tokens (100 ms of
+    // prefill); the prefill pod would compute all of them (3 s) behind a queue.
+    let decode = stepping(report(1, 8.0, 97_000.0, 100.0, 0.0), 30.0);
+    let prefill = report(2, 0.0, 0.0, 3_000.0, 500.0);
+    let v = verdict(&Disaggregation::default(), 100_000.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+    // When it would compute as little, and queues past 30% of the target, it takes it.
+    let holding = report(2, 0.0, 97_000.0, 120.0, 1_000.0);
+    let v = verdict(&Disaggregation::default(), 100_000.0, &decode, Some(&holding));
+    assert_eq!((v.split, v.reason), (true, SplitReason::ItlGuard), "{v:?}");
 }
 
 #[test]
@@ -110,12 +167,16 @@ fn pd_config(split: SplitPolicy) -> RoutingConfig {
 }
 
 fn pd_router(split: SplitPolicy, running: [f64; 5]) -> Router {
+    pd_router_queued(split, running, [0.0; 5])
+}
+
+fn pd_router_queued(split: SplitPolicy, running: [f64; 5], waiting: [f64; 5]) -> Router {
     let config = pd_config(split);
     let pods = (1..=5u16)
-        .zip(running)
-        .map(|(port, running)| {
+        .zip(running.into_iter().zip(waiting))
+        .map(|(port, (running, waiting))| {
             let signals = PodSignals {
-                waiting: Some(0.0),
+                waiting: Some(waiting),
                 running: Some(running),
                 kv_cache_usage: Some(0.1),
                 prefill_tokens_per_s: Some(10_000.0),
@@ -206,4 +267,22 @@ fn roles_follow_the_static_lists() {
     assert_eq!(pool.role_of(ep(5)), PodRole::Both);
     assert_eq!(PodRole::from_label("prefill-decode"), Some(PodRole::Both));
     assert_eq!(PodRole::from_label("Prefill"), None);
+}
+
+#[test]
+fn a_split_request_waits_on_its_decode_pod_only_once_its_prefill_leg_is_back() {
+    // Pod 3 is the only decode pod with no queue: every request decodes there.
+    let mut router = pd_router_queued(SplitPolicy::Always, [0.0, 0.0, 10.0, 10.0, 10.0], [0.0, 0.0, 0.0, 20.0, 20.0]);
+    let mut ledger = LocalLedger::default();
+    let first = router.route(&long_prompt(4_000), 1_010, &mut ledger).unwrap();
+    assert_eq!(first.chosen.endpoint, ep(3), "{}", first.explain());
+    // While its prefill leg is out, it counts as running on pod 3, not as queued there.
+    let second = router.route(&long_prompt(3_000), 1_020, &mut ledger).unwrap();
+    assert_eq!(second.chosen.endpoint, ep(3), "{}", second.explain());
+    assert_eq!((second.chosen.waiting, second.chosen.running), (0.0, 11.0), "{}", second.explain());
+    // Back, it waits there for its decode to start, as a request sent since the scrape.
+    router.prefill_leg_done(first.prefill.as_ref().expect("split"), &mut ledger);
+    let third = router.route(&long_prompt(2_000), 1_030, &mut ledger).unwrap();
+    assert_eq!(third.chosen.endpoint, ep(3), "{}", third.explain());
+    assert_eq!((third.chosen.waiting, third.chosen.running), (1.0, 11.0), "{}", third.explain());
 }
