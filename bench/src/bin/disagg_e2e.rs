@@ -101,7 +101,15 @@ fn run(args: &Args) -> Result<(), String> {
         let fleet = layout.short(pods);
         let summary = disagg::summarize("pd/infergate", &fleet, &measured.outcomes, scenario.duration_s, Slo::TARGET);
         let trace_path = args.out.join(format!("trace-{}-{load}.jsonl", workload.name()));
-        let lines: Vec<String> = measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+        let lines: Vec<String> = measured
+            .trace
+            .iter()
+            .map(|line| e2e::TraceLine {
+                predicted: predicted_outcomes.get(line.id).map(e2e::PredictedLine::of),
+                ..line.clone()
+            })
+            .filter_map(|line| serde_json::to_string(&line).ok())
+            .collect();
         std::fs::write(&trace_path, lines.join("\n") + "\n").map_err(|e| format!("{}: {e}", trace_path.display()))?;
         comparisons.push(Comparison::new(
             (workload.name(), load, unit, scenario.duration_s),

@@ -74,6 +74,27 @@ pub struct TraceLine {
     pub send_lag_ms: f64,
     /// The split verdict of the gateway's `x-infergate-decision`, from `pd=` on.
     pub verdict: Option<String>,
+    /// The discrete-event run's figures for the same request, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<PredictedLine>,
+}
+
+/// One request in the discrete-event run, beside its [`TraceLine`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PredictedLine {
+    pub ttft_ms: Option<f64>,
+    pub itl_p90_ms: Option<f64>,
+    pub split: bool,
+}
+
+impl PredictedLine {
+    pub fn of(outcome: &PdOutcome) -> Self {
+        Self {
+            ttft_ms: outcome.first_token.map(|t| 1000.0 * (t - outcome.arrival)),
+            itl_p90_ms: (!outcome.gaps.is_empty()).then(|| super::request_itl_p90_ms(outcome)),
+            split: outcome.split(),
+        }
+    }
 }
 
 /// Whether the machine kept up: CPU of each process over the run, and how late the
@@ -276,6 +297,7 @@ fn record(shared: &Shared, id: usize, request: &BenchRequest, sent: Instant, due
         prefill,
         send_lag_ms: sent.duration_since(due).as_secs_f64() * 1000.0,
         verdict: (!verdict.is_empty()).then(|| format!("pd={verdict}")),
+        predicted: None,
     };
     if let Some(slot) = shared.results.lock().ok().as_mut().and_then(|r| r.get_mut(id)) {
         *slot = (outcome, line);
