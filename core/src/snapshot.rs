@@ -115,6 +115,12 @@ pub struct PodSignals {
     pub prefix_cache_queries: Option<f64>,
     #[serde(default)]
     pub prefix_cache_hits: Option<f64>,
+    /// The config's LoRA adapters of the pod's pool that its `/v1/models` lists (read
+    /// every few seconds): a pod that does not list an adapter answers a request for
+    /// it 404. `None` when not read: the pool declares no adapters, or the engine
+    /// serves no list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_adapters: Option<Vec<String>>,
 }
 
 impl PodSignals {
@@ -125,6 +131,11 @@ impl PodSignals {
     pub fn claimed_lora_slots(&self) -> usize {
         let running = &self.running_adapters;
         running.len() + self.waiting_adapters.iter().filter(|a| !running.contains(a)).count()
+    }
+
+    /// Whether the pod's model list has `adapter`; `None` when it was not read.
+    pub fn serves_adapter(&self, adapter: &str) -> Option<bool> {
+        self.served_adapters.as_ref().map(|list| list.iter().any(|a| a == adapter))
     }
 
     /// Whether the pod lists `adapter` among its running or waiting requests' adapters.

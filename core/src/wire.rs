@@ -115,6 +115,9 @@ pub mod path {
     pub const SUMMARY: &str = "/v1/summary";
     /// The rate limit service takes usage reports here.
     pub const USAGE: &str = "/v1/usage";
+    /// An engine's OpenAI model list, base models and LoRA adapters, which the agent
+    /// reads to know which adapters each pod serves.
+    pub const MODELS: &str = "/v1/models";
 }
 
 /// Envoy clusters the rendered config defines and the filter or Envoy calls by name.

@@ -7,6 +7,7 @@
 //! scraping, pushing and the agent's own telemetry.
 #![forbid(unsafe_code)]
 
+pub mod adapter_lists;
 pub mod discovery;
 pub mod load_exchange;
 pub mod push;

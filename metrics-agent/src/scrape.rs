@@ -14,6 +14,7 @@ use infergate_core::snapshot::{PodState, PoolState, SNAPSHOT_VERSION, Snapshot};
 use infergate_signals::engines::{self, Scraped};
 use infergate_signals::learn::RateLearner;
 
+use crate::adapter_lists::{self, AdapterLists};
 use crate::discovery::{Fleet, Target};
 
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +55,7 @@ pub async fn fetch_metrics(client: &reqwest::Client, url: &str, timeout: Duratio
     String::from_utf8(body.into()).map_err(|_| ScrapeError::Other("the metrics text is not UTF-8".into()))
 }
 
-fn classify(error: &reqwest::Error, timeout: Duration) -> ScrapeError {
+pub(crate) fn classify(error: &reqwest::Error, timeout: Duration) -> ScrapeError {
     if error.is_timeout() {
         ScrapeError::Timeout(timeout)
     } else if error.is_connect() {
@@ -99,6 +100,8 @@ pub struct FleetScraper {
     unknown: HashMap<Endpoint, Vec<&'static str>>,
     /// Pods whose scrape failed in the last round (pods left alone in backoff are not).
     failed_last_round: Vec<Endpoint>,
+    /// The adapters each pod's model list has.
+    adapter_lists: AdapterLists,
     sequence: u64,
 }
 
@@ -114,6 +117,7 @@ impl FleetScraper {
             unchanged: HashMap::new(),
             unknown: HashMap::new(),
             failed_last_round: Vec::new(),
+            adapter_lists: AdapterLists::default(),
             // Start from the clock so that a restarted agent's sequence keeps rising.
             sequence: unix_ms(),
         }
@@ -141,6 +145,7 @@ impl FleetScraper {
             self.failing.retain(|e, _| present.contains(e));
             self.unchanged.retain(|e, _| present.contains(e));
             self.unknown.retain(|e, _| present.contains(e));
+            self.adapter_lists.retain(&present);
         }
         changed
     }
@@ -163,11 +168,25 @@ impl FleetScraper {
         let started = unix_ms();
         let client = &self.client;
         let failing = &self.failing;
-        let results = join_all(self.targets.iter().map(|target| async move {
-            let path = config.pools.get(target.pool_index).map_or("/metrics", PoolConfig::metrics_path);
-            match failing.get(&target.endpoint) {
-                Some(failure) if failure.retry_at_ms > started => None,
-                _ => Some(scrape_pod(client, target.endpoint, (target.engine, path), timeout).await),
+        let lists = &self.adapter_lists;
+        let declared: Vec<Vec<String>> = (0..config.pools.len()).map(|i| adapter_lists::declared(config, i)).collect();
+        let results = join_all(self.targets.iter().map(|target| {
+            let declared = declared.get(target.pool_index).map_or(&[][..], Vec::as_slice);
+            async move {
+                let path = config.pools.get(target.pool_index).map_or("/metrics", PoolConfig::metrics_path);
+                if failing.get(&target.endpoint).is_some_and(|failure| failure.retry_at_ms > started) {
+                    return (None, None);
+                }
+                let list = (!declared.is_empty() && lists.due(target.endpoint, started))
+                    .then(|| adapter_lists::fetch(client, target.endpoint, timeout));
+                let metrics = scrape_pod(client, target.endpoint, (target.engine, path), timeout);
+                match list {
+                    Some(list) => {
+                        let (metrics, list) = futures::join!(metrics, list);
+                        (Some(metrics), Some(list))
+                    }
+                    None => (Some(metrics.await), None),
+                }
             }
         }))
         .await;
@@ -178,7 +197,11 @@ impl FleetScraper {
         let interval_ms = config.agent.scrape_interval_ms;
         let targets = self.targets.clone();
         self.failed_last_round.clear();
-        for (target, result) in targets.into_iter().zip(results) {
+        for (target, (result, list)) in targets.into_iter().zip(results) {
+            if let Some(list) = list {
+                let declared = declared.get(target.pool_index).map_or(&[][..], Vec::as_slice);
+                self.adapter_lists.record(target.endpoint, list, declared, now);
+            }
             let state = match result {
                 Some(result) => self.update(target.endpoint, result, now, interval_ms),
                 None => self.last.get(&target.endpoint).cloned().unwrap_or_else(|| unscraped(target.endpoint)),
@@ -214,6 +237,7 @@ impl FleetScraper {
                 learner.count_attention(self.fleet.config.routing.cost.attention_crossover_tokens);
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
+                signals.served_adapters = self.adapter_lists.served(endpoint);
                 if let Some(failure) = self.failing.remove(&endpoint) {
                     tracing::info!(pod = %endpoint, after_failures = failure.consecutive, "scrape recovered");
                 }

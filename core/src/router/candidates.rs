@@ -136,13 +136,17 @@ pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasi
         Some(state) => {
             let adapters_served =
                 inputs.adapter.is_some() && state.pods.iter().any(|pod| serves_adapters(pod, inputs) == Some(true));
+            let adapter_listed = state.pods.iter().any(|pod| lists_adapter(pod, inputs) == Some(true));
             let usable = state.pods.iter().filter(|pod| {
                 // While some pod of the pool reports LoRA slots, an adapter request does
                 // not go to a pod whose fresh metrics report none: an engine started
-                // without LoRA (vLLM without `--enable-lora`) answers it 404.
+                // without LoRA (vLLM without `--enable-lora`) answers it 404. Likewise,
+                // while some pod's model list has the adapter, not to a pod whose list
+                // lacks it (started without that adapter).
                 pod.ready
                     && inputs.allowed(pod.address)
                     && !(adapters_served && serves_adapters(pod, inputs) == Some(false))
+                    && !(adapter_listed && lists_adapter(pod, inputs) == Some(false))
             });
             for (candidate, is_fresh) in usable.map(|pod| from_pod(pod, inputs)) {
                 candidates.push(candidate);
@@ -194,6 +198,14 @@ pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasi
 fn serves_adapters(pod: &PodState, inputs: &Inputs<'_>) -> Option<bool> {
     let signals = pod.signals.as_ref()?;
     age_ok(pod, inputs.settings.signal_max_age_ms, inputs.now_ms).then_some(signals.max_loras.is_some_and(|m| m > 0))
+}
+
+/// Whether `pod`'s model list, as the agent last read it, has the request's adapter;
+/// unknown for a base model, or without a list read within `adapter_max_age_ms`.
+fn lists_adapter(pod: &PodState, inputs: &Inputs<'_>) -> Option<bool> {
+    let adapter = inputs.adapter?;
+    let signals = pod.signals.as_ref()?;
+    age_ok(pod, inputs.settings.adapter_max_age_ms, inputs.now_ms).then(|| signals.serves_adapter(adapter)).flatten()
 }
 
 fn age_ok(pod: &PodState, max_age_ms: u64, now_ms: u64) -> bool {

@@ -315,6 +315,34 @@ fn an_adapter_request_never_goes_to_a_pod_that_reports_no_lora_slots() {
 }
 
 #[test]
+fn an_adapter_request_never_goes_to_a_pod_whose_model_list_lacks_the_adapter() {
+    // Pod 1 lists `sql` but is busy; pod 2 is idle and lists another adapter (vLLM
+    // started without `sql` answers a request for it 404); pod 3's list was not read.
+    let mut pods = vec![pod(1, 6.0, 0.6, 1_000), pod(2, 0.0, 0.0, 1_000), pod(3, 0.0, 0.0, 1_000)];
+    pods[0].signals.as_mut().unwrap().served_adapters = Some(vec!["sql".into()]);
+    pods[1].signals.as_mut().unwrap().served_adapters = Some(vec!["other".into()]);
+    let (mut router, mut ledger) = router_with(pods.clone());
+    for _ in 0..20 {
+        let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+        assert!(!d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
+    }
+    // A base-model request may go there.
+    let (mut router, mut ledger) = router_with(pods.clone());
+    assert!([ep(2), ep(3)].contains(&router.route(&request("base"), 1_010, &mut ledger).unwrap().chosen.endpoint));
+    // A list older than `adapter_max_age_ms` says nothing: with no pod's list fresh,
+    // every pod stays.
+    let (mut router, mut ledger) = router_with(pods.clone());
+    let late = 1_000 + RoutingSettings::default().adapter_max_age_ms + 1;
+    let d = router.route(&request("lora"), late, &mut ledger).unwrap();
+    assert!(d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
+    // When no pod lists the adapter, nothing is known either way: every pod stays.
+    pods[0].signals.as_mut().unwrap().served_adapters = Some(Vec::new());
+    let (mut router, mut ledger) = router_with(pods);
+    let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert!(d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
+}
+
+#[test]
 fn the_weighted_mode_ranks_by_score() {
     let mut cfg = config();
     cfg.settings.scoring = crate::config::ScoringMode::Weighted;

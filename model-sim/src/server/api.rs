@@ -157,7 +157,9 @@ pub async fn list_models(State(pod): State<Arc<Pod>>) -> Response {
     let data: Vec<Value> = pod
         .served_models()
         .iter()
-        .map(|m| json!({"id": m, "object": "model", "created": unix_s(), "owned_by": "model-sim"}))
+        .map(|(id, parent)| {
+            json!({"id": id, "object": "model", "created": unix_s(), "owned_by": "model-sim", "parent": parent})
+        })
         .collect();
     Json(json!({"object": "list", "data": data})).into_response()
 }

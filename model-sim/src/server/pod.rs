@@ -125,8 +125,13 @@ impl Pod {
         self.spec.adapters.iter().find(|a| *a == model).cloned()
     }
 
-    pub fn served_models(&self) -> Vec<String> {
-        if self.spec.models.is_empty() { vec!["model-sim".to_string()] } else { self.spec.models.clone() }
+    /// The base models and the adapters the pod serves, each adapter with its base
+    /// model (`parent`), as vLLM lists its LoRA modules in `/v1/models`.
+    pub fn served_models(&self) -> Vec<(String, Option<String>)> {
+        let base = if self.spec.models.is_empty() { vec!["model-sim".to_string()] } else { self.spec.models.clone() };
+        let parent = base.first().cloned();
+        let adapters = self.spec.adapters.iter().map(|adapter| (adapter.clone(), parent.clone()));
+        base.iter().map(|model| (model.clone(), None)).chain(adapters).collect()
     }
 
     /// A completion id, unique across pods as real engines' random ids are.
