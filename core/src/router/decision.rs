@@ -106,6 +106,9 @@ pub struct Decision {
     /// Uncached prompt tokens counted as pending prefill on the chosen pod until
     /// [`super::Router::prefill_done`].
     pub pending_prefill_tokens: u64,
+    /// The prefill tokens the chosen pod would compute were the request served whole:
+    /// `pending_prefill_tokens` unless it is split.
+    pub whole_prefill_tokens: u64,
     /// How old the snapshot the decision used was (from the agent's clock to this
     /// gateway's), or `None` without one.
     pub snapshot_age_ms: Option<u64>,

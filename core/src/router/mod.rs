@@ -397,12 +397,10 @@ impl Router {
                 (Some(verdict), leg)
             }
         };
+        let whole_prefill_tokens =
+            settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64;
         // A split request's decode pod only computes the prompt's last token.
-        let pending_prefill_tokens = if prefill.is_some() {
-            1
-        } else {
-            settings.cost.prefill_work_tokens(shape.prompt_tokens, chosen.cached_tokens).max(1.0) as u64
-        };
+        let pending_prefill_tokens = if prefill.is_some() { 1 } else { whole_prefill_tokens };
         ledger.update(chosen.endpoint, 1, i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
         if let Some(leg) = &prefill {
             ledger.update(leg.endpoint(), 1, i64::try_from(leg.pending_prefill_tokens).unwrap_or(i64::MAX));
@@ -425,6 +423,7 @@ impl Router {
             spilled,
             prefix: chain,
             pending_prefill_tokens,
+            whole_prefill_tokens,
             snapshot_age_ms: self.snapshot.as_ref().map(|s| now_ms.saturating_sub(s.created_at_ms)),
             adapter_load: model
                 .adapter
@@ -458,6 +457,22 @@ impl Router {
     /// longer waits on the pod it was counted on.
     pub fn prefill_done(&mut self, counted_on: Endpoint, pending_prefill_tokens: u64, ledger: &mut dyn LoadLedger) {
         ledger.update(counted_on, 0, -i64::try_from(pending_prefill_tokens).unwrap_or(i64::MAX));
+    }
+
+    /// A split request is served whole on its decode pod after all (its prefill leg
+    /// failed): the whole prompt's prefill, `whole_prefill_tokens`, is pending there
+    /// now, in place of the one token counted; `pending` is updated to match.
+    pub fn served_whole(
+        &mut self,
+        decode: Endpoint,
+        pending: &mut Option<u64>,
+        whole_prefill_tokens: u64,
+        ledger: &mut dyn LoadLedger,
+    ) {
+        let Some(counted) = pending.as_mut() else { return };
+        let more = whole_prefill_tokens.saturating_sub(*counted);
+        ledger.update(decode, 0, i64::try_from(more).unwrap_or(i64::MAX));
+        *counted += more;
     }
 
     /// A split request's prefill leg has ended, answered or not: it no longer counts on

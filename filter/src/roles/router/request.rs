@@ -47,7 +47,7 @@ pub type RoutedSlot = Rc<RefCell<Option<Routed>>>;
 /// What a routed request remembers until its stream ends.
 pub struct Routed {
     /// Where its in-flight count was added.
-    counted_on: Endpoint,
+    pub(super) counted_on: Endpoint,
     /// The prompt's prefix keys, claimed for the chosen pod at the decision; recorded
     /// again for the pod that answers if a retry moved the request.
     prefix: PrefixChain,
@@ -56,7 +56,7 @@ pub struct Routed {
     routed_at_ms: u64,
     predicted_ttft_ms: f64,
     /// Pending prefill tokens counted on `counted_on`, until the first answer.
-    pending_prefill_tokens: Option<u64>,
+    pub(super) pending_prefill_tokens: Option<u64>,
     /// A streamed answer's headers come before its first token: wait for the first
     /// body chunk.
     awaiting_first_chunk: bool,

@@ -108,6 +108,8 @@ pub struct Split {
     /// holds its headers (it lets them go when the request goes on).
     client: Option<ClientHeaders>,
     stage: Stage,
+    /// The prefill tokens the decode pod computes if the request is served whole.
+    whole_prefill_tokens: u64,
 }
 
 /// The client request's headers a call the gateway sends for it carries.
@@ -185,7 +187,14 @@ impl RouterShared {
             Stage::Planned { .. } => decision.endpoint_header(),
             _ => String::new(),
         };
-        Some(Split { leg: Some(leg), cluster: cluster::pool(&decision.pool), decode_endpoints, client: None, stage })
+        Some(Split {
+            leg: Some(leg),
+            cluster: cluster::pool(&decision.pool),
+            decode_endpoints,
+            client: None,
+            stage,
+            whole_prefill_tokens: decision.whole_prefill_tokens,
+        })
     }
 
     /// The leg is over (or its stream is): its prefill pod no longer counts it.
@@ -220,6 +229,9 @@ impl RouterShared {
         }
         if let Some(split) = routed.split.as_mut() {
             self.end_leg(router, split);
+            // The decode pod now prefills the whole prompt, not its last token.
+            let whole = split.whole_prefill_tokens;
+            router.served_whole(routed.counted_on, &mut routed.pending_prefill_tokens, whole, &mut self.ledger());
         }
     }
 

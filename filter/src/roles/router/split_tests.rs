@@ -45,6 +45,12 @@ fn in_flight(gateway: &Gateway, address: &str) -> u32 {
     PodLoads::read(&*gateway.routers[0].host).get(pod(address)).in_flight
 }
 
+/// The pending prefill tokens of the two decode pods together.
+fn decode_pending(gateway: &Gateway) -> u64 {
+    let loads = PodLoads::read(&*gateway.routers[0].host);
+    loads.get(pod(PODS[1])).pending_prefill_tokens + loads.get(pod(PODS[2])).pending_prefill_tokens
+}
+
 /// A client's body with the fields the prefill leg rewrites.
 fn client_body() -> Value {
     json!({
@@ -191,7 +197,10 @@ fn served_whole(reason: &str, fail: impl FnOnce(&Gateway, &mut Stream, Option<Ht
     assert_eq!(in_flight(&gateway, PREFILL), 0, "{reason}: the prefill pod released");
     let explained = decision(&mut stream);
     assert!(explained.contains(&format!("pd_fallback={reason}")), "{reason}: {explained}");
+    // The decode pod prefills the whole prompt now, not one token.
+    assert!(decode_pending(&gateway) > 1, "{reason}: {} pending on the decode pod", decode_pending(&gateway));
     stream.end();
+    assert_eq!(decode_pending(&gateway), 0, "{reason}: the decode pod's pending prefill released");
     assert_eq!(in_flight(&gateway, PREFILL), 0);
     assert!(in_flight(&gateway, PODS[1]) + in_flight(&gateway, PODS[2]) == 0, "{reason}: the decode pod released");
 }
