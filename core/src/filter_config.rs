@@ -1,6 +1,8 @@
 //! The filter's plugin configuration, one JSON document per role. `envoy-config`
 //! renders it and the filter parses it, so both use these types.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::{RoutingConfig, TenantSource};
@@ -49,6 +51,17 @@ pub struct RouterRole {
     /// `tenant_header`, as a client header.
     #[serde(default)]
     pub tenant: Option<TenantSource>,
+    /// The Envoy cluster of each pool whose cluster is not `pool-<name>`: Envoy Gateway
+    /// and Istio name them. The gateway sends a split request's prefill leg there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pool_clusters: BTreeMap<String, String>,
+}
+
+impl RouterRole {
+    /// The Envoy cluster holding the pods of `pool`.
+    pub fn cluster_of(pool_clusters: &BTreeMap<String, String>, pool: &str) -> String {
+        pool_clusters.get(pool).cloned().unwrap_or_else(|| crate::wire::cluster::pool(pool))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

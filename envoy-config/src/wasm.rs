@@ -1,6 +1,8 @@
 //! The Wasm plugin configs: one module, four roles (router, control and singleton here;
 //! the global router's from `global.rs`) on one `vm_id`.
 
+use std::collections::BTreeMap;
+
 use infergate_core::config::InfergateConfig;
 use infergate_core::filter_config::{ControlRole, FilterConfig, RouterRole};
 use serde::Serialize;
@@ -64,8 +66,13 @@ fn plugin(name: &str, root_id: &str, role: &FilterConfig, options: &RenderOption
     }))
 }
 
-/// The router's configuration, also what Envoy Gateway and Istio carry as plugin config.
-pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConfig {
+/// The router's configuration, also what Envoy Gateway and Istio carry as plugin config;
+/// `pool_clusters` names the pools' clusters where a platform names them.
+pub(crate) fn router_role(
+    config: &InfergateConfig,
+    explain: bool,
+    pool_clusters: BTreeMap<String, String>,
+) -> FilterConfig {
     FilterConfig::Router(Box::new(RouterRole {
         vm_id: VM_ID.to_string(),
         routing: config.routing_config(),
@@ -73,6 +80,7 @@ pub(crate) fn router_role(config: &InfergateConfig, explain: bool) -> FilterConf
         early_decision: config.gateway.early_decision,
         explain,
         tenant: Some(config.tenant_source()),
+        pool_clusters,
     }))
 }
 
@@ -93,12 +101,16 @@ pub(crate) fn typed_config(
 pub(crate) fn router_typed_config(
     config: &InfergateConfig,
     options: &RenderOptions,
+    pool_clusters: BTreeMap<String, String>,
 ) -> Result<Value, PluginConfigError> {
-    typed_config("infergate-router", "router", &router_role(config, options.explain), options)
+    typed_config("infergate-router", "router", &router_role(config, options.explain, pool_clusters), options)
 }
 
 pub(crate) fn router_filter(config: &InfergateConfig, options: &RenderOptions) -> Result<Value, PluginConfigError> {
-    Ok(json!({"name": "envoy.filters.http.wasm", "typed_config": router_typed_config(config, options)?}))
+    // The bootstrap names each pool's cluster `pool-<name>`, the filter's default.
+    Ok(
+        json!({"name": "envoy.filters.http.wasm", "typed_config": router_typed_config(config, options, BTreeMap::new())?}),
+    )
 }
 
 pub(crate) fn control_filter(options: &RenderOptions) -> Result<Value, PluginConfigError> {

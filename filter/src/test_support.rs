@@ -48,14 +48,30 @@ pub fn router_config_full(
     early_decision: bool,
     tenant: Option<TenantSource>,
 ) -> Vec<u8> {
-    encode(&FilterConfig::Router(Box::new(RouterRole {
+    encode(&FilterConfig::Router(Box::new(router_role(routing, explain, early_decision, tenant))))
+}
+
+/// The router's role, for a test to change before encoding it with [`role_config`].
+pub fn router_role(
+    routing: RoutingConfig,
+    explain: bool,
+    early_decision: bool,
+    tenant: Option<TenantSource>,
+) -> RouterRole {
+    RouterRole {
         vm_id: VM_ID.to_string(),
         routing,
         max_body_bytes: 64 * 1024,
         early_decision,
         explain,
         tenant,
-    })))
+        pool_clusters: Default::default(),
+    }
+}
+
+/// `role` as the router's plugin configuration.
+pub fn role_config(role: RouterRole) -> Vec<u8> {
+    encode(&FilterConfig::Router(Box::new(role)))
 }
 
 pub fn control_config() -> Vec<u8> {

@@ -109,6 +109,50 @@ fn the_rendered_envoy_gateway_and_istio_manifests_validate() {
     assert_eq!(overlay["spec"]["template"]["spec"]["containers"][0]["name"], "istio-proxy");
 }
 
+/// Envoy Gateway and Istio name each pool's cluster; the router's plugin config names
+/// them too, so that a split request's prefill leg reaches the cluster the platform's
+/// patches give the `override_host` policy.
+#[test]
+fn the_router_is_told_each_pools_cluster_as_the_platform_names_it() {
+    let config = kind_config();
+    let pools: Vec<&str> = config.pools.iter().map(|p| p.name.as_str()).collect();
+
+    let documents = envoy_gateway::render(&config, &options(None, "envoy-gateway-system")).unwrap();
+    let policy = documents.iter().find(|d| d["kind"] == "EnvoyExtensionPolicy").unwrap();
+    let told = &policy["spec"]["wasm"][0]["config"]["pool_clusters"];
+    let patched: Vec<&str> = documents.iter().find(|d| d["kind"] == "EnvoyPatchPolicy").unwrap()["spec"]["jsonPatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["type"].as_str().is_some_and(|t| t.ends_with("cluster.v3.Cluster"))
+                && p["operation"]["path"] == "/load_balancing_policy"
+        })
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let named: Vec<&str> = pools.iter().map(|pool| told[*pool].as_str().unwrap()).collect();
+    assert_eq!(named, patched, "{told}");
+    assert!(named.iter().all(|c| c.starts_with("httproute/")), "{named:?}");
+
+    let documents = istio::render(&config, &options(None, "infergate-demo")).unwrap();
+    let filter = documents.iter().find(|d| d["kind"] == "EnvoyFilter").unwrap();
+    let patches = filter["spec"]["configPatches"].as_array().unwrap();
+    let extension = patches.iter().find(|p| p["applyTo"] == "EXTENSION_CONFIG").unwrap();
+    let text = extension["patch"]["value"]["typed_config"]["config"]["configuration"]["value"].as_str().unwrap();
+    let role: Value = serde_json::from_str(text).unwrap();
+    let patched: Vec<String> = patches
+        .iter()
+        .filter(|p| p["applyTo"] == "CLUSTER")
+        .map(|p| {
+            let m = &p["match"]["cluster"];
+            format!("outbound|{}||{}", m["portNumber"], m["service"].as_str().unwrap())
+        })
+        .collect();
+    let named: Vec<String> =
+        pools.iter().map(|pool| role["pool_clusters"][*pool].as_str().unwrap().to_string()).collect();
+    assert_eq!(named, patched, "{}", role["pool_clusters"]);
+}
+
 /// A `jwt` identity with a remote JWKS: each platform's patch resource carries the
 /// removal of the client's identity header, then `jwt_authn`, ahead of the router, and
 /// the JWKS's cluster; the manifests still validate.

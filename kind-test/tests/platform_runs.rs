@@ -8,11 +8,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infergate_core::config::{Discovery, InfergateConfig, PodSelector};
+use infergate_core::config::{DisaggMode, Disaggregation, Discovery, InfergateConfig, PodSelector, SplitPolicy};
 use infergate_core::wire::header::IDENTITY;
-use infergate_e2e::{BootstrapWriter, Stack, StackSpec, artifacts, jwt};
+use infergate_core::wire::stat;
+use infergate_e2e::stack::PodShaper;
+use infergate_e2e::{BootstrapWriter, ModelSpec, Stack, StackSpec, artifacts, jwt};
 use infergate_envoy_config::kubernetes::{GatewayRef, KubernetesOptions, WasmSource, envoy_gateway, istio};
 use infergate_kind_test::platforms::{self, Placement};
+use infergate_model_sim::server::{KvRole, PdSettings, PodSpec};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -135,6 +138,49 @@ async fn envoy_gateway_with_our_patches_routes_by_the_pods_signals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istio_with_our_patches_routes_by_the_pods_signals() {
     routing_follows_signals(Platform::Istio).await;
+}
+
+/// A disaggregated pool in `mode: gateway`: the filter sends each prefill leg to the
+/// pool's cluster, which the platform names (not `pool-<name>`); every leg is answered
+/// and none falls back.
+async fn prefill_legs_reach_the_platforms_cluster(platform: Platform) {
+    let module_server = serve_module().await;
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(artifacts::filter_wasm()).unwrap()));
+    let writer = BootstrapWriter(Arc::new(move |config| bootstrap(platform, config, module_server, &sha256)));
+    // Pod 0 only prefills, pods 1 and 2 only decode; every request is split.
+    let shaper = PodShaper(Arc::new(|index, spec: PodSpec| {
+        let role = if index == 0 { KvRole::Producer } else { KvRole::Consumer };
+        PodSpec { pd: PdSettings { role, ..PdSettings::default() }, ..spec }
+    }));
+    let disaggregation = Disaggregation { mode: DisaggMode::Gateway, split: SplitPolicy::Always, ..Default::default() };
+    let stack = Stack::start(StackSpec {
+        bootstrap: Some(writer),
+        pools: vec![("a", 3)],
+        models: vec![ModelSpec::base("m", "a")],
+        disaggregation: Some((disaggregation, 1)),
+        pod_shaper: Some(shaper),
+        ..StackSpec::default()
+    })
+    .await;
+    let prompt = "a question about the tides of the northern sea ".repeat(200);
+    for i in 0..4 {
+        let body = infergate_e2e::chat_body("m", &format!("{i} {prompt}"), 4).to_string();
+        let reply = stack.post("/v1/chat/completions", body, &[]).await;
+        assert_eq!(reply.status, 200, "request {i}: {}", reply.body);
+    }
+    assert_eq!(stack.stat(stat::PD_PREFILL_OK).await, Some(4), "every prefill leg answered");
+    let dispatch = format!("{}dispatch", stat::PD_FALLBACK_PREFIX);
+    assert_eq!(stack.stat(&dispatch).await.unwrap_or(0), 0, "a leg Envoy could not send");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_gateway_with_our_patches_sends_prefill_legs_to_its_named_cluster() {
+    prefill_legs_reach_the_platforms_cluster(Platform::EnvoyGateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn istio_with_our_patches_sends_prefill_legs_to_its_named_cluster() {
+    prefill_legs_reach_the_platforms_cluster(Platform::Istio).await;
 }
 
 /// With a required `jwt` identity, the platform's gateway gets our identity filters

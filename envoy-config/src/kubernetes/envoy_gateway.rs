@@ -24,6 +24,8 @@
 //!   `EnvoyProxy` (an xDS patch cannot add a bootstrap extension): the singleton is the
 //!   only VM that owns the snapshot queue.
 
+use std::collections::BTreeMap;
+
 use infergate_core::config::InfergateConfig;
 use serde_json::{Value, json};
 
@@ -68,7 +70,7 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
     let pools = shared::placed_pools(config, options)?;
     let mut documents = shared::services(&pools, &options.namespace);
     documents.push(shared::http_route(config, &pools, options));
-    documents.push(extension_policy(config, options)?);
+    documents.push(extension_policy(config, &pools, options)?);
     documents.push(patch_policy(config, &pools, options)?);
     documents.push(envoy_proxy(options)?);
     let pod_labels = gateway_pod_labels(options);
@@ -77,7 +79,21 @@ pub fn render(config: &InfergateConfig, options: &KubernetesOptions) -> Result<V
     Ok(documents)
 }
 
-fn extension_policy(config: &InfergateConfig, options: &KubernetesOptions) -> Result<Value, RenderError> {
+/// Each pool's cluster, as Envoy Gateway names the cluster of its HTTPRoute rule: where
+/// the filter sends a split request's prefill leg.
+fn pool_clusters(pools: &[PlacedPool], options: &KubernetesOptions) -> BTreeMap<String, String> {
+    pools
+        .iter()
+        .enumerate()
+        .map(|(index, placed)| (placed.pool.name.clone(), route_cluster_name(options, index)))
+        .collect()
+}
+
+fn extension_policy(
+    config: &InfergateConfig,
+    pools: &[PlacedPool],
+    options: &KubernetesOptions,
+) -> Result<Value, RenderError> {
     let code = match &options.wasm.image {
         Some(image) => json!({"type": "Image", "image": {"url": image}}),
         None => json!({"type": "HTTP", "http": {"url": options.wasm.url, "sha256": options.wasm.sha256}}),
@@ -92,7 +108,7 @@ fn extension_policy(config: &InfergateConfig, options: &KubernetesOptions) -> Re
                 "name": ROUTER_PLUGIN,
                 "rootID": "router",
                 "code": code,
-                "config": shared::router_configuration(config)?,
+                "config": shared::router_configuration(config, pool_clusters(pools, options))?,
                 "env": {"hostKeys": [options.token_env]},
                 // A VM that cannot start must not let requests through unrouted.
                 "failOpen": false,

@@ -23,6 +23,8 @@
 //! - the singleton and the module's source cluster are merged into the bootstrap (they
 //!   take effect when the gateway pods start).
 
+use std::collections::BTreeMap;
+
 use infergate_core::config::InfergateConfig;
 use serde_json::{Value, json};
 
@@ -45,6 +47,15 @@ pub fn gateway_pod_labels(options: &KubernetesOptions) -> Value {
 /// The name Istio gives a Service's cluster on a gateway.
 pub fn cluster_name(options: &KubernetesOptions, pool: &str, port: u16) -> String {
     format!("outbound|{port}||{}", service_host(options, pool))
+}
+
+/// Each pool's cluster, as Istio names its Service's: where the filter sends a split
+/// request's prefill leg.
+fn pool_clusters(pools: &[PlacedPool], options: &KubernetesOptions) -> BTreeMap<String, String> {
+    pools
+        .iter()
+        .map(|placed| (placed.pool.name.clone(), cluster_name(options, &placed.pool.name, placed.port)))
+        .collect()
 }
 
 fn service_host(options: &KubernetesOptions, pool: &str) -> String {
@@ -107,7 +118,7 @@ fn config_patches_for(
             "applyTo": "EXTENSION_CONFIG",
             "patch": {"operation": "ADD", "value": {
                 "name": ROUTER_EXTENSION,
-                "typed_config": wasm::router_typed_config(config, &remote)?,
+                "typed_config": wasm::router_typed_config(config, &remote, pool_clusters(pools, options))?,
             }},
         }),
         json!({

@@ -1,5 +1,6 @@
 //! What the Envoy Gateway and Istio manifests have in common.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use infergate_core::config::{InfergateConfig, PodSelector, PoolConfig};
@@ -190,9 +191,13 @@ pub(crate) fn singleton(options: &KubernetesOptions) -> Result<Value, RenderErro
     Ok(wasm::singleton(&remote_options(options))?)
 }
 
-/// The router's plugin configuration as JSON, as the platforms' wasm APIs carry it.
-pub(crate) fn router_configuration(config: &InfergateConfig) -> Result<Value, RenderError> {
-    serde_json::to_value(wasm::router_role(config, false)).map_err(|e| {
+/// The router's plugin configuration as JSON, as the platforms' wasm APIs carry it;
+/// `pool_clusters` names each pool's cluster as the platform does.
+pub(crate) fn router_configuration(
+    config: &InfergateConfig,
+    pool_clusters: BTreeMap<String, String>,
+) -> Result<Value, RenderError> {
+    serde_json::to_value(wasm::router_role(config, false, pool_clusters)).map_err(|e| {
         RenderError::PluginConfig(PluginConfigError { plugin: "infergate-router".to_string(), reason: e.to_string() })
     })
 }

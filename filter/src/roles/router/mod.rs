@@ -10,7 +10,7 @@ mod request;
 mod split;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use infergate_core::config::{PrefixSettings, TenantSource};
@@ -44,6 +44,8 @@ pub struct RouterShared {
     explain: bool,
     /// Where each request's tenant is read; unset, flow control's `tenant_header`.
     tenant: Option<TenantSource>,
+    /// The pools' Envoy clusters not named `pool-<name>` (`RouterRole::pool_clusters`).
+    pool_clusters: BTreeMap<String, String>,
     metrics: RouterMetrics,
     pools: RefCell<HashMap<String, Rc<PoolMetrics>>>,
     peers: PrefixPeers,
@@ -72,6 +74,7 @@ impl RouterShared {
             early_decision: role.early_decision,
             explain: role.explain,
             tenant: role.tenant,
+            pool_clusters: role.pool_clusters,
             metrics: RouterMetrics::define(&host),
             pools: RefCell::new(HashMap::new()),
             peers: PrefixPeers::new(&host, &role.vm_id, random_u64(&*host)),

@@ -25,8 +25,9 @@ use std::fmt::Write;
 
 use infergate_core::ApiError;
 use infergate_core::config::{DisaggMode, Disaggregation};
+use infergate_core::filter_config::RouterRole;
 use infergate_core::router::{Decision, PrefillLeg, Router};
-use infergate_core::wire::{cluster, header};
+use infergate_core::wire::header;
 
 use super::RouterShared;
 use super::pd_body;
@@ -189,7 +190,7 @@ impl RouterShared {
         };
         Some(Split {
             leg: Some(leg),
-            cluster: cluster::pool(&decision.pool),
+            cluster: RouterRole::cluster_of(&self.pool_clusters, &decision.pool),
             decode_endpoints,
             client: None,
             stage,

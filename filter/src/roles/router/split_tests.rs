@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::host::events::Flow;
 use crate::host::fake::{HttpCall, Stream};
 use crate::shared::pod_loads::PodLoads;
-use crate::test_support::{Gateway, MODEL, PODS, chat, idle, pod, router_config_with, routing, snapshot_with};
+use crate::test_support::{
+    Gateway, MODEL, PODS, chat, idle, pod, role_config, router_config_with, router_role, routing, snapshot_with,
+};
 
 const PREFILL: &str = PODS[0];
 const TIMEOUT_MS: u64 = 2_000;
@@ -126,6 +128,20 @@ fn a_whole_decision_in_a_disaggregated_pool_is_counted_and_sends_nothing() {
     assert!(gateway.envoy.http_calls().is_empty());
     assert_eq!((gateway.envoy.stat(stat::PD_WHOLE), gateway.envoy.stat(stat::PD_SPLIT)), (1, 0));
     assert!(decision(&mut stream).contains("pd=whole reason=never"));
+}
+
+#[test]
+fn the_prefill_leg_goes_to_the_cluster_the_platform_named() {
+    // Envoy Gateway names a pool's cluster after its HTTPRoute rule, not `pool-<name>`.
+    let routing = pd_routing(DisaggMode::Gateway, SplitPolicy::Always);
+    let mut role = router_role(routing.clone(), true, false, None);
+    role.pool_clusters.insert("llama".into(), "httproute/ai/infergate/rule/0".into());
+    let gateway = Gateway::with_router_config(1, &role_config(role));
+    let now = gateway.envoy.now_ms();
+    assert_eq!(gateway.push_snapshot(&snapshot_with(1, now, &[idle(), idle(), idle()], routing)), 204);
+    let (_stream, flow) = send(&gateway, &client_body());
+    assert_eq!(flow, Flow::Pause, "held for the prefill leg");
+    assert_eq!(only_call(&gateway).cluster, "httproute/ai/infergate/rule/0");
 }
 
 #[test]
