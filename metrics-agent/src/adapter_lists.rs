@@ -21,6 +21,10 @@ use crate::scrape::{ScrapeError, classify};
 /// How often a pod's model list is read again.
 pub const REFRESH_MS: u64 = 2_000;
 
+/// A list last read successfully this long ago says nothing any more: the pod's
+/// adapters go back to unknown until a read succeeds.
+pub const STALE_AFTER_MS: u64 = 5 * REFRESH_MS;
+
 /// The largest model list read; a longer answer is refused as a failed read.
 const MAX_LIST_BYTES: usize = 1 << 20;
 
@@ -34,7 +38,9 @@ pub struct AdapterLists {
 struct Listed {
     /// The declared adapters the list had; `None` when the engine serves no list.
     adapters: Option<Vec<String>>,
+    /// The last read, and the last one that succeeded.
     read_at_ms: u64,
+    listed_at_ms: u64,
     /// The last failure logged, so that a pod failing the same way is logged once.
     failure: Option<String>,
 }
@@ -48,7 +54,12 @@ impl AdapterLists {
     /// Takes the outcome of a read of `pod`'s list at `now_ms`; `declared` are the
     /// adapters its pool's models name, the only ones kept.
     pub fn record(&mut self, pod: Endpoint, read: Result<Vec<String>, ScrapeError>, declared: &[String], now_ms: u64) {
-        let listed = self.pods.entry(pod).or_insert(Listed { adapters: None, read_at_ms: now_ms, failure: None });
+        let listed = self.pods.entry(pod).or_insert(Listed {
+            adapters: None,
+            read_at_ms: now_ms,
+            listed_at_ms: now_ms,
+            failure: None,
+        });
         listed.read_at_ms = now_ms;
         match read {
             Ok(ids) => {
@@ -57,6 +68,7 @@ impl AdapterLists {
                     tracing::info!(pod = %pod, adapters = ?adapters, "the pod's model list has these of its pool's adapters");
                 }
                 listed.adapters = Some(adapters);
+                listed.listed_at_ms = now_ms;
                 listed.failure = None;
             }
             Err(ScrapeError::Status(404)) => {
@@ -76,9 +88,14 @@ impl AdapterLists {
         }
     }
 
-    /// The declared adapters `pod`'s last list had.
-    pub fn served(&self, pod: Endpoint) -> Option<Vec<String>> {
-        self.pods.get(&pod).and_then(|listed| listed.adapters.clone())
+    /// The declared adapters `pod`'s last list had, unless that list is older than
+    /// [`STALE_AFTER_MS`] at `now_ms`.
+    pub fn served(&self, pod: Endpoint, now_ms: u64) -> Option<Vec<String>> {
+        let listed = self.pods.get(&pod)?;
+        if now_ms.saturating_sub(listed.listed_at_ms) > STALE_AFTER_MS {
+            return None;
+        }
+        listed.adapters.clone()
     }
 
     /// Forgets the pods not in `present`.
@@ -111,14 +128,21 @@ struct ModelEntry {
 
 /// Reads the ids of `pod`'s model list.
 pub async fn fetch(client: &reqwest::Client, pod: Endpoint, timeout: Duration) -> Result<Vec<String>, ScrapeError> {
-    let response =
+    let mut response =
         client.get(format!("http://{pod}{MODELS}")).timeout(timeout).send().await.map_err(|e| classify(&e, timeout))?;
     if !response.status().is_success() {
         return Err(ScrapeError::Status(response.status().as_u16()));
     }
-    let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
-    if body.len() > MAX_LIST_BYTES {
-        return Err(ScrapeError::Other(format!("a model list of {} bytes, over {MAX_LIST_BYTES}", body.len())));
+    let too_long = || ScrapeError::Other(format!("a model list over {MAX_LIST_BYTES} bytes"));
+    if response.content_length().is_some_and(|length| length > MAX_LIST_BYTES as u64) {
+        return Err(too_long());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| classify(&e, timeout))? {
+        if body.len() + chunk.len() > MAX_LIST_BYTES {
+            return Err(too_long());
+        }
+        body.extend_from_slice(&chunk);
     }
     let list: ModelList = serde_json::from_slice(&body)
         .map_err(|e| ScrapeError::Other(format!("not an OpenAI model list ({{\"data\": [{{\"id\": …}}]}}): {e}")))?;
@@ -140,16 +164,18 @@ mod tests {
         let ids = vec!["llama".to_string(), "sql-lora".to_string(), "undeclared".to_string()];
         let declared = ["sql-lora".to_string(), "chat-lora".to_string()];
         lists.record(ep(1), Ok(ids), &declared, 1_000);
-        assert_eq!(lists.served(ep(1)), Some(vec!["sql-lora".to_string()]));
+        assert_eq!(lists.served(ep(1), 1_000), Some(vec!["sql-lora".to_string()]));
         assert!(!lists.due(ep(1), 1_000 + REFRESH_MS - 1));
         assert!(lists.due(ep(1), 1_000 + REFRESH_MS));
         // A failed read keeps the last list.
         lists.record(ep(1), Err(ScrapeError::Timeout(Duration::from_millis(5))), &declared, 4_000);
-        assert_eq!(lists.served(ep(1)), Some(vec!["sql-lora".to_string()]));
+        assert_eq!(lists.served(ep(1), 4_000), Some(vec!["sql-lora".to_string()]));
         assert!(!lists.due(ep(1), 4_001), "a failed read waits for the next refresh too");
+        // Reads that keep failing: the list goes stale, unknown again.
+        assert_eq!(lists.served(ep(1), 1_000 + STALE_AFTER_MS + 1), None);
         // An engine without a list: unknown, not "none".
         lists.record(ep(1), Err(ScrapeError::Status(404)), &declared, 7_000);
-        assert_eq!(lists.served(ep(1)), None);
-        assert_eq!(lists.served(ep(2)), None);
+        assert_eq!(lists.served(ep(1), 7_000), None);
+        assert_eq!(lists.served(ep(2), 7_000), None);
     }
 }

@@ -237,7 +237,7 @@ impl FleetScraper {
                 learner.count_attention(self.fleet.config.routing.cost.attention_crossover_tokens);
                 learner.observe(counters, now as f64 / 1000.0);
                 learner.apply(&mut signals);
-                signals.served_adapters = self.adapter_lists.served(endpoint);
+                signals.served_adapters = self.adapter_lists.served(endpoint, now);
                 if let Some(failure) = self.failing.remove(&endpoint) {
                     tracing::info!(pod = %endpoint, after_failures = failure.consecutive, "scrape recovered");
                 }

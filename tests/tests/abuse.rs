@@ -150,7 +150,12 @@ async fn with_client_header(attack: Attack) -> Vec<usize> {
     run(&stack, honest, attacker).await
 }
 
+/// Fewer answers than this in a run say the stack failed, not who won.
+const MIN_ANSWERS: usize = 50;
+
 fn report(what: &str, served: &[usize]) -> (f64, f64) {
+    let total: usize = served.iter().sum();
+    assert!(total >= MIN_ANSWERS, "{what}: only {total} answers in the run: {served:?}");
     let attacker = share(served, HONEST.len());
     let honest = jain(served.get(..HONEST.len()).unwrap_or_default());
     println!(
@@ -165,9 +170,10 @@ async fn a_verified_identity_holds_a_rotating_attacker_to_one_fair_share() {
     let (attacker, honest) = report("jwt, rotating ids", &with_jwt(Attack::Rotating).await);
     assert!(attacker <= 0.30, "the attacker got {:.1}% with a verified identity", 100.0 * attacker);
     assert!(honest >= 0.95, "Jain's index over the honest tenants: {honest:.3}");
-    // Read from the client's header, the same attack takes more than its share.
+    // Read from the client's header, the same attack takes more than even its share
+    // of the clients (12 of 24, what first come, first served would give it).
     let (unchecked, _) = report("client header, rotating ids", &with_client_header(Attack::Rotating).await);
-    assert!(unchecked > attacker, "rotating ids gained nothing without identity: {unchecked:.3} vs {attacker:.3}");
+    assert!(unchecked > 0.5, "rotating ids gained nothing without identity: {unchecked:.3}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,9 +134,13 @@ pub(super) fn build(inputs: &Inputs<'_>, tables: &mut PodTables) -> DecisionBasi
     fresh.clear();
     match inputs.snapshot.and_then(|s| s.pool(&inputs.pool.name)) {
         Some(state) => {
-            let adapters_served =
-                inputs.adapter.is_some() && state.pods.iter().any(|pod| serves_adapters(pod, inputs) == Some(true));
-            let adapter_listed = state.pods.iter().any(|pod| lists_adapter(pod, inputs) == Some(true));
+            // Only pods that could be chosen count: were the one pod that serves the
+            // adapter down, the others would be tried rather than none.
+            let choosable = |pod: &&PodState| pod.ready && inputs.allowed(pod.address);
+            let adapters_served = inputs.adapter.is_some()
+                && state.pods.iter().filter(choosable).any(|pod| serves_adapters(pod, inputs) == Some(true));
+            let adapter_listed =
+                state.pods.iter().filter(choosable).any(|pod| lists_adapter(pod, inputs) == Some(true));
             let usable = state.pods.iter().filter(|pod| {
                 // While some pod of the pool reports LoRA slots, an adapter request does
                 // not go to a pod whose fresh metrics report none: an engine started

@@ -335,6 +335,12 @@ fn an_adapter_request_never_goes_to_a_pod_whose_model_list_lacks_the_adapter() {
     let late = 1_000 + RoutingSettings::default().adapter_max_age_ms + 1;
     let d = router.route(&request("lora"), late, &mut ledger).unwrap();
     assert!(d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
+    // With the one pod that lists it not ready, the others are tried rather than none.
+    let mut down = pods.clone();
+    down[0].ready = false;
+    let (mut router, mut ledger) = router_with(down);
+    let d = router.route(&request("lora"), 1_010, &mut ledger).unwrap();
+    assert!(d.endpoints.contains(&ep(2)), "{:?}", d.endpoints);
     // When no pod lists the adapter, nothing is known either way: every pod stays.
     pods[0].signals.as_mut().unwrap().served_adapters = Some(Vec::new());
     let (mut router, mut ledger) = router_with(pods);

@@ -395,6 +395,14 @@ impl RouterShared {
             "infergate router: pool {}: a decode leg failed; the request is sent whole to its decode pods again",
             routed.pool
         );
+        // The decode pods prefill the whole prompt now; it counts until the stream ends.
+        let whole = split.whole_prefill_tokens;
+        match self.router.try_borrow_mut() {
+            Ok(mut router) => {
+                router.served_whole(routed.counted_on, &mut routed.pending_prefill_tokens, whole, &mut self.ledger());
+            }
+            Err(_) => log::error!("infergate router: router busy; a prompt sent whole again is counted as one token"),
+        }
         if let Some(explained) = routed.explanation.as_mut() {
             let _ = write!(explained, "; pd_fallback={}", Fallback::Decode.as_str());
         }

@@ -386,6 +386,7 @@ fn a_failed_decode_leg_is_sent_whole_again_and_its_answer_replaces_the_failure()
     assert_eq!(again.json(), client_body(), "the client's body as it came");
     assert_eq!(again.header(header::ENDPOINT), stream.request_header(header::ENDPOINT), "to the decode pods");
     assert_eq!(again.cluster, "pool-llama");
+    assert!(decode_pending(&gateway) > 1, "the whole prompt counts on the decode pod: {}", decode_pending(&gateway));
     // The failed answer's body is held too.
     let failure = br#"{"error":{"code":"kv_transfer_failed"}}"#;
     assert_eq!(stream.respond_chunk(failure, true), Flow::Pause);
