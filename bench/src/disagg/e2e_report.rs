@@ -122,7 +122,7 @@ pub fn comparison_markdown(comparisons: &[Comparison]) -> String {
         let _ = writeln!(
             out,
             "Same split verdict on {:.1}% of requests; {} split(s) served whole after a prefill-leg failure; {:.2}% of token events arrived coalesced with the one before. \
-             The machine kept up: {:.0} s of wall time, CPU (cores busy) bench process with the pods {:.2}, Envoy {:.2}, agent {:.2}; requests sent late by p99 {:.1} ms, at most {:.1} ms (real).\n",
+             Load on the machine: {:.0} s of wall time; CPU (cores busy): bench process with the pods {:.2}, Envoy {:.2}, agent {:.2}; requests sent late by p99 {:.1} ms, at most {:.1} ms (real).\n",
             100.0 * c.same_split_share,
             c.fallbacks,
             100.0 * c.coalesced_share,
