@@ -282,7 +282,7 @@ DISAGG_ARGS ?= --quick
 bench-disagg: ## P/D disaggregation: goodput of infergate's split rule, the peers' P/D policies and aggregated fleets
 	cargo run --release --locked -p infergate-bench --bin disagg -- --out bench/results/disagg $(DISAGG_ARGS)
 
-# Issue 42's end-to-end check of the above: llm-d-guide at 8 and 16 req/s and mixed-chat
+# The end-to-end check of the above: llm-d-guide at 8 and 16 req/s and mixed-chat
 # at 15 starts/s, 30 s each, through real Envoy (mode: gateway, split: predicted), the
 # release agent and model-sim pods 3 prefill + 5 decode at 5x slower, streamed; beside
 # the discrete-event prediction of pd/infergate for the same requests (about 9 minutes).

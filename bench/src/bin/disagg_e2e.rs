@@ -1,4 +1,4 @@
-//! `disagg_e2e`: issue 42's end-to-end check of prefill/decode disaggregation. One
+//! `disagg_e2e`: the end-to-end check of prefill/decode disaggregation. One
 //! request set per workload, fixed seed, through real Envoy with the filter in
 //! `mode: gateway`, `split: predicted`, the release agent and model-sim pods with
 //! roles (3 prefill + 5 decode by default), streamed; beside it the discrete-event
@@ -145,7 +145,7 @@ fn write(args: &Args, comparisons: &[Comparison]) -> Result<(), String> {
          {}, behind real Envoy with the filter in `mode: gateway`, `split: predicted`, and the release agent scraping \
          every 100 simulated ms; a split moves the KV over a {} GB/s link per decode pod. The prediction is `pd/infergate` \
          in the discrete-event simulator (`disagg`) on the very same requests, fleet and link. ITL is the gap between \
-         consecutive SSE token events at the client; TTFT the first token event. Issue 42's target: the measured ITL p90 \
+         consecutive SSE token events at the client; TTFT the first token event. The target: the measured ITL p90 \
          within {:.0}% of the prediction.\n\n{}",
         args.seed,
         Layout::Split { prefill: args.prefill_pods }.describe(8),

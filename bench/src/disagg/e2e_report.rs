@@ -1,7 +1,7 @@
 //! The P/D end-to-end check's verdict: per workload, the discrete-event prediction of
 //! `pd/infergate` beside what the client measured through Envoy for the same requests,
 //! and whether the measured ITL p90 is within [`ITL_TOLERANCE`] of the prediction
-//! (issue 42's target).
+//! (the target).
 
 use std::fmt::Write;
 

@@ -15,7 +15,7 @@ pub struct Slo {
 }
 
 impl Slo {
-    /// Issue 42's: TTFT ≤ 2 s, ITL p90 ≤ 50 ms.
+    /// The P/D target: TTFT ≤ 2 s, ITL p90 ≤ 50 ms.
     pub const TARGET: Slo = Slo { ttft_ms: 2_000.0, itl_p90_ms: 50.0 };
 }
 
