@@ -12,13 +12,14 @@
 //! that cannot fetch the KV (its prefill pod let go of it, or died after answering)
 //! costs none either: the filter sends the request whole again. The last request of
 //! each run is long (about 60k tokens), so it is routed before its body ends and its
-//! prefill leg waits for the rest.
+//! prefill leg waits for the rest. A request held in the flow-control queue sends its
+//! prefill leg when the worker's tick releases it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use infergate_core::config::{DisaggMode, Disaggregation, SplitPolicy};
+use infergate_core::config::{BandSettings, DisaggMode, Disaggregation, FlowControlSettings, SplitPolicy};
 use infergate_core::wire::{header, stat};
 use infergate_e2e::stack::PodShaper;
 use infergate_e2e::upload::Upload;
@@ -120,7 +121,7 @@ async fn legs(stack: &Stack) -> ((f64, f64), (f64, f64)) {
 
 async fn fallbacks(stack: &Stack) -> Vec<(String, u64)> {
     let mut counted = Vec::new();
-    for reason in ["dispatch", "timeout", "reset", "status", "bad_json", "no_kv_params", "body", "queued", "decode"] {
+    for reason in ["dispatch", "timeout", "reset", "status", "bad_json", "no_kv_params", "body", "decode"] {
         let n = stack.stat(&format!("{}{reason}", stat::PD_FALLBACK_PREFIX)).await.unwrap_or(0);
         if n > 0 {
             counted.push((reason.to_string(), n));
@@ -299,4 +300,52 @@ async fn a_prefill_pod_killed_under_load_fails_no_client_request() {
     let fell_back: u64 = counted.iter().map(|(_, n)| n).sum();
     eprintln!("{total} requests, {split_before} split before the kill; then {whole} whole, fallbacks {counted:?}");
     assert!(whole + fell_back > 0, "the requests after the kill were served whole");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_request_held_in_the_gateway_queue_sends_its_prefill_leg_when_released() {
+    // Standard requests may wait 20 s; sheddable probes give up after 300 ms.
+    let band = |ms| BandSettings { max_wait_ms: Some(ms), ..BandSettings::default() };
+    let mut flow = FlowControlSettings { enabled: true, ..FlowControlSettings::default() };
+    flow.bands.standard = band(20_000);
+    flow.bands.sheddable = band(300);
+    let stack =
+        Arc::new(Stack::start(StackSpec { flow_control: flow, ..spec(DisaggMode::Gateway, false, 10_000) }).await);
+    for &pod in &stack.fleet.pods {
+        stack.pin(pod, 9.0, 16.0, 0.95).await;
+    }
+    stack
+        .wait_until("the gateway to see the pool saturated", Duration::from_secs(5), || async {
+            let probe = body(0, 10, false);
+            stack.post("/v1/chat/completions", probe, &[("x-infergate-criticality", "sheddable")]).await.status == 429
+        })
+        .await;
+    let legs_before = stack.stat(stat::PD_PREFILL_OK).await.unwrap_or(0);
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let stack = Arc::clone(&stack);
+            tokio::spawn(async move { (i % 2 == 1, send(&stack, &body(100 + i, PROMPT_TOKENS, i % 2 == 1)).await) })
+        })
+        .collect();
+    stack
+        .wait_until("four requests held", Duration::from_secs(5), || async {
+            stack.stat("infergate.flow.queued").await.unwrap_or(0) >= 4
+        })
+        .await;
+    assert_eq!(stack.stat(stat::PD_PREFILL_OK).await.unwrap_or(0), legs_before, "no prefill leg while held");
+    for &pod in &stack.fleet.pods {
+        stack.unpin(pod).await;
+    }
+    for client in clients {
+        let (streamed, reply) = client.await.expect("the client task");
+        assert_whole(&reply, streamed);
+        let decision = reply.header(header::DECISION).unwrap_or_default();
+        assert!(decision.contains("pd=split") && decision.contains("pd_prefill=ok"), "{decision}");
+    }
+    assert!(stack.stat("infergate.flow.released").await.unwrap_or(0) >= 4);
+    assert_eq!(stack.stat(stat::PD_PREFILL_OK).await, Some(legs_before + 4));
+    assert_eq!(fallbacks(&stack).await, vec![]);
+    let (prefill, decode) = legs(&stack).await;
+    assert_eq!(prefill.0, (legs_before + 4) as f64, "every leg reached the prefill pod");
+    assert_eq!(decode.1, (legs_before + 4) as f64, "every decode leg took its KV");
 }

@@ -19,6 +19,10 @@ pub trait RootEvents {
     fn on_tick(&mut self) {}
     /// The plugin is being torn down (a changed config, a new module).
     fn on_done(&mut self) {}
+    /// The answer to an HTTP call a root callback made (the SDK gives an answer to the
+    /// context whose callback dispatched the call, whichever stream it had made
+    /// effective): as [`StreamEvents::on_http_call_response`].
+    fn on_http_call_response(&mut self, _token: u32, _num_headers: usize, _body_size: usize) {}
     /// A new stream on this plugin's filter chain; `context_id` names it to
     /// [`super::Host::set_effective_context`].
     fn new_stream(&self, context_id: u32) -> Box<dyn StreamEvents>;

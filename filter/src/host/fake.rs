@@ -4,6 +4,10 @@
 //! workers do. A queue lives as long as its `vm_id` (here: the whole `FakeEnvoy`), and
 //! an enqueue wakes the root that registered it when the test calls `deliver`. The
 //! clock moves only when the test says so. Any host call can be made to fail.
+//!
+//! Each stream's state lives in the process, by context id: a stream callback works on
+//! its own stream, a root callback on the stream it made effective. An HTTP call's
+//! answer goes back to the context whose callback dispatched it, as the SDK routes it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -31,6 +35,15 @@ pub struct Stat {
     pub samples: Vec<u64>,
 }
 
+/// Whose callback dispatched an HTTP call: its answer goes back there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// A root callback of this worker (a tick, say), whatever stream it made effective.
+    Root(usize),
+    /// A stream's own callback.
+    Stream(u32),
+}
+
 /// An HTTP call a root or a stream dispatched.
 #[derive(Debug, Clone)]
 pub struct HttpCall {
@@ -40,6 +53,7 @@ pub struct HttpCall {
     pub timeout_ms: u64,
     /// Its token, which its answer carries.
     pub token: u32,
+    pub caller: Caller,
 }
 
 impl HttpCall {
@@ -79,22 +93,16 @@ struct EnvoyState {
     ticks: RefCell<Vec<(u64, u64)>>,
     /// The stream a root callback made effective, until the callback returns.
     effective: Cell<Option<u32>>,
-    /// What root callbacks did to streams, applied when the test next drives them.
-    deferred: RefCell<HashMap<u32, Vec<Deferred>>>,
+    /// The stream whose own callback runs.
+    current: Cell<Option<u32>>,
+    /// Every stream's state, by context id.
+    streams: RefCell<HashMap<u32, Rc<RefCell<StreamState>>>>,
     next_context: Cell<u32>,
 }
 
 /// The name [`FakeEnvoy::take_host_calls`] counts stream callbacks under: each is an
 /// entry into the VM.
 pub const STREAM_CALLBACK: &str = "(stream callback)";
-
-/// A root callback's call on a held stream.
-#[derive(Debug, Clone)]
-enum Deferred {
-    SetHeader(String, Option<String>),
-    Reply(Reply),
-    Resume,
-}
 
 impl EnvoyState {
     fn count(&self, call: &'static str) {
@@ -103,6 +111,13 @@ impl EnvoyState {
 
     fn fails(&self, call: &'static str) -> bool {
         self.failing.borrow().contains(call)
+    }
+
+    /// The stream host calls act on: the effective one in a root callback, else the
+    /// one whose callback runs; a detached state when there is neither.
+    fn stream(&self) -> Rc<RefCell<StreamState>> {
+        let id = self.effective.get().or(self.current.get());
+        id.and_then(|id| self.streams.borrow().get(&id).cloned()).unwrap_or_default()
     }
 }
 
@@ -143,7 +158,6 @@ impl FakeEnvoy {
             vm_id: vm_id.to_string(),
             configuration: configuration.to_vec(),
             memory_bytes: Cell::new(65_536),
-            stream: RefCell::new(StreamState::default()),
         });
         let root = plugin::configure(Rc::clone(&host) as Rc<dyn Host>);
         if let Some(slot) = self.state.roots.borrow_mut().get_mut(index) {
@@ -202,16 +216,7 @@ impl FakeEnvoy {
 
     /// Runs `f` on a live worker's root; false if the worker is gone.
     fn with_root(&self, index: usize, f: impl FnOnce(&mut Box<dyn RootEvents>)) -> bool {
-        // Taken out while it runs, so that its host calls can borrow the state.
-        let Some(mut root) = self.state.roots.borrow_mut().get_mut(index).and_then(Option::take) else {
-            return false;
-        };
-        f(&mut root);
-        self.state.effective.set(None);
-        if let Some(slot) = self.state.roots.borrow_mut().get_mut(index) {
-            *slot = Some(root);
-        }
-        true
+        with_root(&self.state, index, f)
     }
 
     /// Makes every call to the named host method fail until `heal`.
@@ -260,6 +265,37 @@ impl FakeEnvoy {
     }
 }
 
+/// Runs `f` on a live worker's root, with no stream current; false if the worker is
+/// gone.
+fn with_root(state: &EnvoyState, index: usize, f: impl FnOnce(&mut Box<dyn RootEvents>)) -> bool {
+    // Taken out while it runs, so that its host calls can borrow the state.
+    let Some(mut root) = state.roots.borrow_mut().get_mut(index).and_then(Option::take) else {
+        return false;
+    };
+    state.current.set(None);
+    f(&mut root);
+    state.effective.set(None);
+    if let Some(slot) = state.roots.borrow_mut().get_mut(index) {
+        *slot = Some(root);
+    }
+    true
+}
+
+/// Delivers the answer to an HTTP call, readable while `deliver` runs the callback.
+fn with_answer(state: &EnvoyState, answer: Option<(u16, &[u8])>, deliver: impl FnOnce(usize, usize)) {
+    let (num_headers, body_size) = answer.map_or((0, 0), |(_, body)| (2, body.len()));
+    let answer = answer.map(|(status, body)| CallAnswer {
+        headers: vec![
+            (":status".to_string(), status.to_string()),
+            ("content-type".to_string(), "application/json".to_string()),
+        ],
+        body: body.to_vec(),
+    });
+    *state.call_answer.borrow_mut() = Some(answer);
+    deliver(num_headers, body_size);
+    *state.call_answer.borrow_mut() = None;
+}
+
 fn queue_id(index: usize) -> u32 {
     u32::try_from(index + 1).unwrap_or(u32::MAX)
 }
@@ -284,14 +320,25 @@ impl Worker {
             Some(Some(root)) => root.new_stream(id),
             _ => Box::new(super::events::PassThrough),
         };
+        let state = Rc::new(RefCell::new(StreamState::default()));
+        self.envoy.streams.borrow_mut().insert(id, Rc::clone(&state));
         Stream {
             id,
             host: Rc::clone(&self.host),
             events,
+            shared: state,
             state: StreamState::default(),
             response_flow: None,
-            resumed: false,
         }
+    }
+
+    /// Envoy delivers the answer to call `token` that this worker's root callback made
+    /// (a tick's): `Some((status, body))`, or `None` for a failed call.
+    pub fn answer_call(&self, token: u32, answer: Option<(u16, &[u8])>) {
+        assert_caller(&self.envoy, token, Caller::Root(self.index));
+        with_answer(&self.envoy, answer, |num_headers, body_size| {
+            with_root(&self.envoy, self.index, |root| root.on_http_call_response(token, num_headers, body_size));
+        });
     }
 
     /// The plugin is torn down (a changed config, a new module); its queues stay.
@@ -310,6 +357,15 @@ impl Worker {
 
     pub fn tick_period_ms(&self) -> u64 {
         self.envoy.ticks.borrow().get(self.index).map_or(0, |(period, _)| *period)
+    }
+}
+
+/// Checks that call `token`, if it was made, was dispatched by `caller`: the SDK gives
+/// the answer to the context whose callback made the call, and to no other. (A token
+/// never dispatched lets a test check that a stray answer is ignored.)
+fn assert_caller(state: &EnvoyState, token: u32, caller: Caller) {
+    if let Some(call) = state.http_calls.borrow().iter().find(|c| c.token == token) {
+        assert_eq!(call.caller, caller, "call {token} was dispatched by {:?}, not {caller:?}", call.caller);
     }
 }
 
@@ -333,7 +389,7 @@ impl Reply {
 }
 
 /// What the host knows of one stream.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct StreamState {
     request_headers: Vec<(String, String)>,
     /// The request body Envoy holds for the filter: everything since the last
@@ -347,7 +403,7 @@ struct StreamState {
     reply: Option<Reply>,
     /// Inside a response body callback, where Envoy refuses header reads.
     in_response_body: bool,
-    /// The stream's own callback resumed it (from a call answer).
+    /// Resumed: by its own callback from a call answer, or by a root callback.
     resumed: bool,
     /// The stream's own callback resumed its paused response (from a call answer).
     response_resumed: bool,
@@ -356,29 +412,46 @@ struct StreamState {
     request_gone: bool,
 }
 
+impl StreamState {
+    /// What Envoy holds of the request body goes on upstream.
+    fn forward_body(&mut self) {
+        let passed = std::mem::take(&mut self.request_body);
+        self.forwarded_body.extend_from_slice(&passed);
+    }
+}
+
 /// One HTTP stream: the test plays Envoy and the upstream around the filter.
 pub struct Stream {
     id: u32,
     host: Rc<FakeHost>,
     events: Box<dyn StreamEvents>,
+    /// Shared with the process, where root callbacks reach it.
+    shared: Rc<RefCell<StreamState>>,
+    /// What the test reads: a copy of the shared state, taken after each callback and
+    /// at [`Stream::poll`].
     state: StreamState,
     /// What the last response body callback answered.
     response_flow: Option<Flow>,
-    /// A root callback resumed the paused request.
-    resumed: bool,
 }
 
 impl Stream {
-    /// Runs one callback with this stream's state in the host, as Envoy sets the
-    /// current context.
+    /// Runs one callback with this stream current, as Envoy sets the current context.
     fn run<T>(&mut self, callback: impl FnOnce(&mut dyn StreamEvents) -> T) -> T {
-        self.poll();
-        self.host.envoy.effective.set(None);
-        self.host.envoy.count(STREAM_CALLBACK);
-        std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
+        let envoy = &self.host.envoy;
+        envoy.effective.set(None);
+        envoy.current.set(Some(self.id));
+        envoy.count(STREAM_CALLBACK);
         let out = callback(&mut *self.events);
-        std::mem::swap(&mut *self.host.stream.borrow_mut(), &mut self.state);
+        envoy.current.set(None);
+        envoy.effective.set(None);
+        self.poll();
         out
+    }
+
+    /// Changes the shared state (as the client or the upstream), then the copy.
+    fn change(&mut self, f: impl FnOnce(&mut StreamState)) {
+        f(&mut self.shared.borrow_mut());
+        self.poll();
     }
 
     /// Sends a request: its headers, then its body in `chunks`. Each callback sees what
@@ -406,21 +479,23 @@ impl Stream {
                 .filter(|(name, value)| !(name.eq_ignore_ascii_case("content-length") && value.is_empty()))
                 .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string())),
         );
-        self.state.request_headers = all;
+        self.change(|state| state.request_headers = all);
         let mut flows = vec![self.run(|events| events.on_request_headers(chunks.is_empty()))];
-        self.state.request_gone = chunks.is_empty() && flows.last() == Some(&Flow::Continue);
+        let gone = chunks.is_empty() && flows.last() == Some(&Flow::Continue);
+        self.change(|state| state.request_gone = gone);
         for (i, chunk) in chunks.iter().enumerate() {
             if self.state.reply.is_some() {
                 break;
             }
-            self.state.request_body.extend_from_slice(chunk);
+            self.change(|state| state.request_body.extend_from_slice(chunk));
             let buffered = self.state.request_body.len();
             let last = i + 1 == chunks.len();
             let flow = self.run(|events| events.on_request_body(buffered, last));
             if flow == Flow::Continue && self.state.reply.is_none() {
-                let passed = std::mem::take(&mut self.state.request_body);
-                self.state.forwarded_body.extend_from_slice(&passed);
-                self.state.request_gone |= last;
+                self.change(|state| {
+                    state.forward_body();
+                    state.request_gone |= last;
+                });
             }
             flows.push(flow);
         }
@@ -452,71 +527,60 @@ impl Stream {
 
     /// Only the response headers, as a stream sends them before its first token.
     pub fn respond_headers(&mut self, upstream: &str, status: u16, content_type: &str, end_of_stream: bool) -> Flow {
-        self.state.upstream = Some(upstream.to_string());
-        self.state.response_headers =
-            vec![(":status".to_string(), status.to_string()), ("content-type".to_string(), content_type.to_string())];
+        self.change(|state| {
+            state.upstream = Some(upstream.to_string());
+            state.response_headers = vec![
+                (":status".to_string(), status.to_string()),
+                ("content-type".to_string(), content_type.to_string()),
+            ];
+        });
         self.run(|events| events.on_response_headers(end_of_stream))
     }
 
     /// One response body chunk. After a `Pause`, Envoy buffers: the next callback sees
     /// everything held so far, as one body.
     pub fn respond_chunk(&mut self, chunk: &[u8], end_of_stream: bool) -> Flow {
-        if self.response_flow != Some(Flow::Pause) {
-            self.state.response_chunk.clear();
-        }
-        self.state.response_chunk.extend_from_slice(chunk);
+        let buffering = self.response_flow == Some(Flow::Pause);
+        self.change(|state| {
+            if !buffering {
+                state.response_chunk.clear();
+            }
+            state.response_chunk.extend_from_slice(chunk);
+            state.in_response_body = true;
+        });
         let size = self.state.response_chunk.len();
-        self.state.in_response_body = true;
         let flow = self.run(|events| events.on_response_body(size, end_of_stream));
-        self.state.in_response_body = false;
+        self.change(|state| state.in_response_body = false);
         self.response_flow = Some(flow);
         flow
     }
 
-    /// Applies what root callbacks did to this stream since: headers set, a reply,
-    /// a resume.
+    /// Takes in what root callbacks did to this stream since: headers set, a reply, a
+    /// resume.
     pub fn poll(&mut self) {
-        let done = self.host.envoy.deferred.borrow_mut().remove(&self.id).unwrap_or_default();
-        for call in done {
-            match call {
-                Deferred::SetHeader(name, value) => {
-                    set_header(&mut self.state.request_headers, &name, value.as_deref())
-                }
-                Deferred::Reply(reply) => self.state.reply = Some(reply),
-                Deferred::Resume => {
-                    self.resumed = true;
-                    self.state.request_gone = true;
-                }
-            }
-        }
+        self.state = self.shared.borrow().clone();
     }
 
-    /// A root callback, or the stream's own call answer, let the paused request go on
-    /// (applies pending calls first).
+    /// A root callback, or the stream's own call answer, let the paused request go on.
     pub fn resumed(&mut self) -> bool {
         self.poll();
-        self.resumed || self.state.resumed
+        self.state.resumed
     }
 
     /// Envoy delivers the answer to call `token` that this stream's callback made:
     /// `Some((status, body))`, or `None` for a failed call (reset, no upstream). A
     /// resume from the callback sends the buffered body on upstream.
     pub fn answer_call(&mut self, token: u32, answer: Option<(u16, &[u8])>) {
-        let (num_headers, body_size) = answer.map_or((0, 0), |(_, body)| (2, body.len()));
-        let answer = answer.map(|(status, body)| CallAnswer {
-            headers: vec![
-                (":status".to_string(), status.to_string()),
-                ("content-type".to_string(), "application/json".to_string()),
-            ],
-            body: body.to_vec(),
+        assert_caller(&self.host.envoy, token, Caller::Stream(self.id));
+        let envoy = Rc::clone(&self.host.envoy);
+        with_answer(&envoy, answer, |num_headers, body_size| {
+            self.run(|events| events.on_http_call_response(token, num_headers, body_size));
         });
-        *self.host.envoy.call_answer.borrow_mut() = Some(answer);
-        self.run(|events| events.on_http_call_response(token, num_headers, body_size));
-        *self.host.envoy.call_answer.borrow_mut() = None;
         if self.state.resumed && self.state.reply.is_none() {
-            let passed = std::mem::take(&mut self.state.request_body);
-            self.state.forwarded_body.extend_from_slice(&passed);
-            self.state.request_gone = true;
+            self.change(|state| {
+                state.forward_body();
+                state.request_gone = true;
+            });
         }
     }
 
@@ -551,15 +615,12 @@ pub struct FakeHost {
     vm_id: String,
     configuration: Vec<u8>,
     memory_bytes: Cell<u64>,
-    stream: RefCell<StreamState>,
 }
 
 impl FakeHost {
-    /// Records a call on the effective stream, if a root callback made one effective.
-    fn defer(&self, call: Deferred) -> bool {
-        let Some(id) = self.envoy.effective.get() else { return false };
-        self.envoy.deferred.borrow_mut().entry(id).or_default().push(call);
-        true
+    /// The stream host calls act on.
+    fn stream(&self) -> Rc<RefCell<StreamState>> {
+        self.envoy.stream()
     }
 }
 
@@ -613,14 +674,16 @@ impl Host for FakeHost {
 
     fn request_headers(&self) -> Vec<(String, Vec<u8>)> {
         self.envoy.count("request_headers");
-        let stream = self.stream.borrow();
+        let stream = self.stream();
+        let stream = stream.borrow();
         assert!(!stream.request_gone, "request headers read after the request went on");
         stream.request_headers.iter().map(|(n, v)| (n.clone(), v.clone().into_bytes())).collect()
     }
 
     fn request_header(&self, name: &str) -> Option<Vec<u8>> {
         self.envoy.count("request_header");
-        let stream = self.stream.borrow();
+        let stream = self.stream();
+        let stream = stream.borrow();
         assert!(!stream.request_gone, "request header {name:?} read after the request went on");
         header(&stream.request_headers, name)
     }
@@ -630,10 +693,8 @@ impl Host for FakeHost {
         if self.envoy.fails("set_request_header") {
             return Err(Status::BadArgument);
         }
-        if self.defer(Deferred::SetHeader(name.to_string(), value.map(str::to_string))) {
-            return Ok(());
-        }
-        let mut stream = self.stream.borrow_mut();
+        let stream = self.stream();
+        let mut stream = stream.borrow_mut();
         assert!(!stream.request_gone, "request header {name:?} set after the request went on");
         set_header(&mut stream.request_headers, name, value);
         Ok(())
@@ -644,7 +705,7 @@ impl Host for FakeHost {
         if self.envoy.fails("request_body") {
             return None;
         }
-        range(&self.stream.borrow().request_body, start, size)
+        range(&self.stream().borrow().request_body, start, size)
     }
 
     fn set_request_body(&self, size: usize, body: &[u8]) -> Result<(), Status> {
@@ -652,7 +713,8 @@ impl Host for FakeHost {
         if self.envoy.fails("set_request_body") {
             return Err(Status::NotFound);
         }
-        let mut stream = self.stream.borrow_mut();
+        let stream = self.stream();
+        let mut stream = stream.borrow_mut();
         let held = size.min(stream.request_body.len());
         let kept = stream.request_body.split_off(held);
         stream.request_body = [body, &kept].concat();
@@ -661,7 +723,8 @@ impl Host for FakeHost {
 
     fn response_header(&self, name: &str) -> Option<Vec<u8>> {
         self.envoy.count("response_header");
-        let stream = self.stream.borrow();
+        let stream = self.stream();
+        let stream = stream.borrow();
         // Envoy answers a header read in a body callback with an error status, on which
         // the SDK panics: the VM would crash and every stream on it be reset.
         assert!(!stream.in_response_body, "response header {name:?} read in a response body callback");
@@ -670,18 +733,18 @@ impl Host for FakeHost {
 
     fn set_response_header(&self, name: &str, value: &str) -> Result<(), Status> {
         self.envoy.count("set_response_header");
-        set_header(&mut self.stream.borrow_mut().response_headers, name, Some(value));
+        set_header(&mut self.stream().borrow_mut().response_headers, name, Some(value));
         Ok(())
     }
 
     fn response_body(&self, start: usize, size: usize) -> Option<Vec<u8>> {
         self.envoy.count("response_body");
-        range(&self.stream.borrow().response_chunk, start, size)
+        range(&self.stream().borrow().response_chunk, start, size)
     }
 
     fn upstream_address(&self) -> Option<String> {
         self.envoy.count("upstream_address");
-        self.stream.borrow().upstream.clone()
+        self.stream().borrow().upstream.clone()
     }
 
     fn send_reply(&self, status: u32, headers: &[(&str, &str)], body: &[u8]) -> Result<(), Status> {
@@ -690,10 +753,7 @@ impl Host for FakeHost {
             return Err(Status::InternalFailure);
         }
         let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-        let reply = Reply { status, headers, body: body.to_vec() };
-        if !self.defer(Deferred::Reply(reply.clone())) {
-            self.stream.borrow_mut().reply = Some(reply);
-        }
+        self.stream().borrow_mut().reply = Some(Reply { status, headers, body: body.to_vec() });
         Ok(())
     }
 
@@ -711,7 +771,15 @@ impl Host for FakeHost {
         if self.envoy.fails("resume_request") {
             return Err(Status::BadArgument);
         }
-        if self.defer(Deferred::Resume) {
+        let stream = self.stream();
+        let mut stream = stream.borrow_mut();
+        if self.envoy.effective.get().is_some() {
+            // A root callback resumes a held stream: its body goes on at once.
+            stream.resumed = true;
+            stream.request_gone = true;
+            if stream.reply.is_none() {
+                stream.forward_body();
+            }
             return Ok(());
         }
         // A stream resumes itself from a call answer; in a request callback, Envoy
@@ -719,7 +787,7 @@ impl Host for FakeHost {
         if self.envoy.call_answer.borrow().is_none() {
             return Err(Status::BadArgument);
         }
-        self.stream.borrow_mut().resumed = true;
+        stream.resumed = true;
         Ok(())
     }
 
@@ -729,7 +797,7 @@ impl Host for FakeHost {
         if self.envoy.fails("resume_response") || self.envoy.call_answer.borrow().is_none() {
             return Err(Status::BadArgument);
         }
-        self.stream.borrow_mut().response_resumed = true;
+        self.stream().borrow_mut().response_resumed = true;
         Ok(())
     }
 
@@ -819,6 +887,10 @@ impl Host for FakeHost {
             body: body.to_vec(),
             timeout_ms,
             token,
+            caller: match self.envoy.current.get() {
+                Some(id) => Caller::Stream(id),
+                None => Caller::Root(self.worker),
+            },
         });
         Ok(token)
     }

@@ -195,6 +195,12 @@ impl Context for SdkRoot {
         }
         true
     }
+
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _num_trailers: usize) {
+        if let Some(role) = self.role.as_mut() {
+            role.on_http_call_response(token_id, num_headers, body_size);
+        }
+    }
 }
 
 impl RootContext for SdkRoot {

@@ -30,7 +30,7 @@ use flow::FlowGate;
 use ledger::SharedLedger;
 use metrics::{FlowMetrics, PoolMetrics, RouterMetrics};
 use peers::{FLUSH_PERIOD_MS, PrefixPeers};
-use request::RouterRequest;
+use request::{RoutedSlot, RouterRequest};
 
 pub struct RouterShared {
     host: Rc<dyn Host>,
@@ -55,6 +55,9 @@ pub struct RouterShared {
     flow: FlowGate,
     /// The root's tick is on: prefix records wait to be sent, or requests are held.
     ticking: Cell<bool>,
+    /// Prefill legs the tick sent for split requests it released from the gateway
+    /// queue, by call token: each one's stream and routing (`split`).
+    released_legs: RefCell<BTreeMap<u32, (u32, RoutedSlot)>>,
 }
 
 impl RouterShared {
@@ -81,6 +84,7 @@ impl RouterShared {
             routed: Cell::new(0),
             flow: FlowGate::new((random_u64(&*host) >> 32) as u32, FlowMetrics::define(&host)),
             ticking: Cell::new(false),
+            released_legs: RefCell::new(BTreeMap::new()),
             host,
         }
     }
@@ -237,9 +241,16 @@ impl RootEvents for Rc<RouterShared> {
         }
     }
 
-    /// The plugin is being torn down: its held requests are answered 503 (retry), its
-    /// queue leaves the prefix peers, and its VM's memory no longer counts.
+    /// A prefill leg the tick sent for a released request is answered.
+    fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize) {
+        self.on_released_leg_answer(token, num_headers, body_size);
+    }
+
+    /// The plugin is being torn down: its held requests are answered 503 (retry), those
+    /// waiting for a prefill leg a tick sent go on whole, its queue leaves the prefix
+    /// peers, and its VM's memory no longer counts.
     fn on_done(&mut self) {
+        self.abandon_released_legs();
         for context_id in self.flow.drain(&*self.host) {
             if self.host.set_effective_context(context_id).is_ok() {
                 reply_error(&*self.host, &infergate_core::ApiError::gateway_busy());

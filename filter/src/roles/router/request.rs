@@ -26,7 +26,7 @@ use infergate_core::wire::header;
 
 use super::RouterShared;
 use super::flow::{Attempt, Held, Outcome};
-use super::split::{Fallback, Split};
+use super::split::Split;
 use crate::host::Host;
 use crate::host::events::Flow;
 use crate::metrics::Metric;
@@ -405,6 +405,7 @@ impl FrontRole for RouterRequest {
     }
 
     fn on_log(&mut self) {
+        self.shared.forget_released_legs(self.context_id);
         if self.shared.flow.holds(self.context_id) {
             // The client left while its request was held.
             self.shared.flow.cancel(&*self.shared.host, self.context_id);
@@ -528,14 +529,12 @@ impl RouterShared {
                             self.undo(&mut router, &routed);
                             continue;
                         }
-                        let mut stream =
-                            self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
-                        if stream.split.as_ref().is_some_and(Split::needs_whole_body) {
-                            // The tick cannot send the prefill leg: its answer would come
-                            // to the root, not to the stream.
-                            self.fall_back(&mut router, &mut stream, Fallback::Queued);
-                        }
+                        let stream = self.routed_from(&router, routed, &held.request.model, now_ms, held.prompt_chars);
                         *held.slot.borrow_mut() = Some(stream);
+                        if self.send_released_leg(&mut router, context_id, &held.slot) {
+                            // It goes on when its prefill leg is answered.
+                            continue;
+                        }
                         if let Err(status) = host.resume_request() {
                             // Answered instead; its end releases what was counted.
                             log::error!("infergate flow: cannot resume stream {context_id}: {status:?}");

@@ -13,6 +13,11 @@
 //! decode pod: counted by reason, named in `x-infergate-decision`
 //! (`pd_fallback=<reason>`) and logged. The client never sees the prefill leg.
 //!
+//! A request held in the gateway queue sends its leg when the worker's tick releases
+//! it. The SDK gives a call's answer to the context whose callback made it, here the
+//! root, so the router keeps the released legs by token (`RouterShared::released_legs`)
+//! and hands each answer to its stream, made effective.
+//!
 //! A decode pod that then fails the request (a 5xx: it could not fetch the prompt's KV
 //! because the prefill pod died since, say) does not fail the client either: its answer
 //! is held and the client's body is sent whole to the decode pods, whose answer (whole,
@@ -22,6 +27,7 @@
 //! leg ends or the stream does, whichever comes first.
 
 use std::fmt::Write;
+use std::rc::Rc;
 
 use infergate_core::ApiError;
 use infergate_core::config::{DisaggMode, Disaggregation};
@@ -31,7 +37,7 @@ use infergate_core::wire::header;
 
 use super::RouterShared;
 use super::pd_body;
-use super::request::Routed;
+use super::request::{Routed, RoutedSlot};
 use crate::host::Host;
 use crate::host::events::Flow;
 use crate::roles::front::intake::reply_error;
@@ -61,16 +67,13 @@ pub enum Fallback {
     NoParams,
     /// The client's body could not be read, or rewritten, as a JSON object.
     Body,
-    /// Released from the gateway queue by the worker's tick, where no prefill leg is
-    /// sent.
-    Queued,
     /// The prefill leg worked but the decode pod failed the request (a 5xx): sent
     /// whole to the decode pods again.
     Decode,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 9] = [
+    pub const ALL: [Fallback; 8] = [
         Self::Dispatch,
         Self::Timeout,
         Self::Reset,
@@ -78,7 +81,6 @@ impl Fallback {
         Self::BadJson,
         Self::NoParams,
         Self::Body,
-        Self::Queued,
         Self::Decode,
     ];
 
@@ -91,7 +93,6 @@ impl Fallback {
             Self::BadJson => "bad_json",
             Self::NoParams => "no_kv_params",
             Self::Body => "body",
-            Self::Queued => "queued",
             Self::Decode => "decode",
         }
     }
@@ -239,35 +240,121 @@ impl RouterShared {
     /// The body is whole: sends the prefill leg and holds the request (`Pause`), or,
     /// if it cannot, serves the request whole (`Continue`).
     pub(super) fn on_whole_body(&self, routed: &mut Routed, body_size: usize) -> Flow {
-        let Some(split) = routed.split.as_mut() else { return Flow::Continue };
-        let Stage::Planned { timeout_ms } = std::mem::replace(&mut split.stage, Stage::Ended) else {
+        if !routed.split.as_ref().is_some_and(Split::needs_whole_body) {
             return Flow::Continue;
+        }
+        let Ok(mut router) = self.router.try_borrow_mut() else {
+            log::error!("infergate router: router busy; a split request is sent on without its prefill leg");
+            return Flow::Continue;
+        };
+        match self.send_leg(&mut router, routed, Some(body_size)) {
+            Some(_) => Flow::Pause,
+            None => Flow::Continue,
+        }
+    }
+
+    /// Sends the prefill leg of the effective stream, whose whole body Envoy holds
+    /// (`body_size` bytes; `None`: all it holds), and returns the call's token; or, if
+    /// it cannot, serves the request whole and returns `None`.
+    fn send_leg(&self, router: &mut Router, routed: &mut Routed, body_size: Option<usize>) -> Option<u32> {
+        let split = routed.split.as_mut()?;
+        let Stage::Planned { timeout_ms } = std::mem::replace(&mut split.stage, Stage::Ended) else {
+            return None;
         };
         split.client = ClientHeaders::read(&*self.host);
         match self.send_prefill(split, timeout_ms, body_size) {
-            Ok(stage) => {
-                split.stage = stage;
-                Flow::Pause
-            }
+            Ok(token) => Some(token),
             Err(why) => {
-                match self.router.try_borrow_mut() {
-                    Ok(mut router) => self.fall_back(&mut router, routed, why),
-                    Err(_) => log::error!("infergate router: router busy; a prefill leg stays counted"),
-                }
-                Flow::Continue
+                self.fall_back(router, routed, why);
+                None
             }
         }
     }
 
-    fn send_prefill(&self, split: &Split, timeout_ms: u64, body_size: usize) -> Result<Stage, Fallback> {
+    fn send_prefill(&self, split: &mut Split, timeout_ms: u64, body_size: Option<usize>) -> Result<u32, Fallback> {
         let host = &*self.host;
         let leg = split.leg.as_ref().ok_or(Fallback::Dispatch)?;
-        let client = host.request_body(0, body_size).ok_or(Fallback::Body)?;
+        let client = host.request_body(0, body_size.unwrap_or(usize::MAX)).ok_or(Fallback::Body)?;
+        let body_size = client.len();
         let (body, client_had_params) = pd_body::prefill_body(&client)?;
         drop(client);
         let endpoints = leg.endpoints.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
         let token = self.post_like_client(split, &endpoints, &body, timeout_ms)?;
-        Ok(Stage::Sent { token, sent_at_ms: host.now_unix_ms(), timeout_ms, body_size, client_had_params })
+        split.stage = Stage::Sent { token, sent_at_ms: host.now_unix_ms(), timeout_ms, body_size, client_had_params };
+        Ok(token)
+    }
+
+    /// A split request the worker's tick released from the gateway queue (its stream
+    /// effective): sends its prefill leg and keeps it by token for the answer, which
+    /// comes to the root. Returns whether the stream waits for it; if not, it goes on
+    /// whole, and the caller resumes it.
+    pub(super) fn send_released_leg(&self, router: &mut Router, context_id: u32, slot: &RoutedSlot) -> bool {
+        let Ok(mut routed) = slot.try_borrow_mut() else { return false };
+        let Some(routed) = routed.as_mut().filter(|r| r.split.as_ref().is_some_and(Split::needs_whole_body)) else {
+            return false;
+        };
+        let Some(token) = self.send_leg(router, routed, None) else { return false };
+        match self.released_legs.try_borrow_mut() {
+            Ok(mut legs) => {
+                legs.insert(token, (context_id, Rc::clone(slot)));
+                true
+            }
+            Err(_) => {
+                // Not kept, its answer would find no stream: served whole instead.
+                self.fall_back(router, routed, Fallback::Dispatch);
+                false
+            }
+        }
+    }
+
+    /// The answer to a prefill leg a tick sent: handed to its stream, made effective.
+    /// A stream that ended before it took its leg's count with it.
+    pub(super) fn on_released_leg_answer(&self, token: u32, num_headers: usize, body_size: usize) {
+        let Some((context_id, slot)) = self.released_legs.try_borrow_mut().ok().and_then(|mut l| l.remove(&token))
+        else {
+            log::warn!("infergate router: an answer to call {token}, which no released request waits for");
+            return;
+        };
+        if self.host.set_effective_context(context_id).is_err() {
+            log::debug!("infergate router: stream {context_id} ended before its prefill leg's answer");
+            return;
+        }
+        let Ok(mut routed) = slot.try_borrow_mut() else { return };
+        if let Some(routed) = routed.as_mut() {
+            self.on_call_answer(routed, token, num_headers, body_size);
+        }
+    }
+
+    /// The stream ended: a prefill leg a tick sent for it waits for nothing.
+    pub(super) fn forget_released_legs(&self, context_id: u32) {
+        if let Ok(mut legs) = self.released_legs.try_borrow_mut() {
+            if !legs.is_empty() {
+                legs.retain(|_, (stream, _)| *stream != context_id);
+            }
+        }
+    }
+
+    /// The plugin is being torn down, and no answer will come to its root: the
+    /// requests whose prefill legs a tick sent go on whole.
+    pub(super) fn abandon_released_legs(&self) {
+        let legs = match self.released_legs.try_borrow_mut() {
+            Ok(mut legs) => std::mem::take(&mut *legs),
+            Err(_) => return,
+        };
+        let Ok(mut router) = self.router.try_borrow_mut() else { return };
+        for (context_id, slot) in legs.into_values() {
+            if self.host.set_effective_context(context_id).is_err() {
+                continue;
+            }
+            if let Ok(mut routed) = slot.try_borrow_mut() {
+                if let Some(routed) = routed.as_mut() {
+                    self.fall_back(&mut router, routed, Fallback::Reset);
+                }
+            }
+            if self.host.resume_request().is_err() {
+                reply_error(&*self.host, &ApiError::gateway_busy());
+            }
+        }
     }
 
     /// POSTs `body` to `endpoints` of the pool's cluster (the `override_host` header)

@@ -8,7 +8,7 @@ use infergate_core::wire::{header, stat};
 use serde_json::{Value, json};
 
 use crate::host::events::Flow;
-use crate::host::fake::{HttpCall, Stream};
+use crate::host::fake::{Caller, HttpCall, Stream};
 use crate::shared::pod_loads::PodLoads;
 use crate::test_support::{
     Gateway, MODEL, PODS, chat, idle, pod, role_config, router_config_with, router_role, routing, snapshot_with,
@@ -343,27 +343,105 @@ fn a_request_routed_early_sends_its_prefill_leg_once_the_body_is_whole() {
     assert_eq!(forwarded, format!("{{\"kv_transfer_params\":{params},{}", &body[1..]), "the client's bytes kept");
 }
 
+/// A gateway-mode pool under flow control, every pod saturated, and one split request
+/// held in its gateway queue; `release` frees the pods, and the next tick releases it.
+struct HeldSplit {
+    gateway: Gateway,
+    stream: Stream,
+    routing: RoutingConfig,
+}
+
+impl HeldSplit {
+    fn new() -> Self {
+        let saturated = PodSignals { waiting: Some(9.0), running: Some(8.0), kv_cache_usage: Some(0.95), ..idle() };
+        let mut routing = pd_routing(DisaggMode::Gateway, SplitPolicy::Always);
+        routing.flow_control.enabled = true;
+        routing.models[0].criticality = Criticality::Critical;
+        let gateway = Gateway::with_router_config(1, &router_config_with(routing.clone(), true, false));
+        let now = gateway.envoy.now_ms();
+        let held = [saturated.clone(), saturated.clone(), saturated];
+        assert_eq!(gateway.push_snapshot(&snapshot_with(1, now, &held, routing.clone())), 204);
+        let (stream, flow) = send(&gateway, &client_body());
+        assert_eq!(flow, Flow::Pause);
+        assert!(stream.request_header(header::ENDPOINT).is_none(), "held");
+        Self { gateway, stream, routing }
+    }
+
+    /// The pods have room: the tick releases the request and sends its prefill leg.
+    fn release(&mut self) -> HttpCall {
+        let now = self.gateway.envoy.now_ms();
+        let idle = [idle(), idle(), idle()];
+        assert_eq!(self.gateway.push_snapshot(&snapshot_with(2, now, &idle, self.routing.clone())), 204);
+        self.gateway.envoy.advance_ms(50);
+        assert!(!self.stream.resumed(), "released, it waits for its prefill leg");
+        assert!(self.stream.request_header(header::ENDPOINT).is_some(), "routed");
+        let call = only_call(&self.gateway);
+        assert!(matches!(call.caller, Caller::Root(_)), "the tick sent it: {:?}", call.caller);
+        call
+    }
+}
+
 #[test]
-fn a_split_request_released_from_the_gateway_queue_is_served_whole() {
-    let saturated = PodSignals { waiting: Some(9.0), running: Some(8.0), kv_cache_usage: Some(0.95), ..idle() };
-    let mut routing = pd_routing(DisaggMode::Gateway, SplitPolicy::Always);
-    routing.flow_control.enabled = true;
-    routing.models[0].criticality = Criticality::Critical;
-    let gateway = Gateway::with_router_config(1, &router_config_with(routing.clone(), true, false));
-    let now = gateway.envoy.now_ms();
-    let held = [saturated.clone(), saturated.clone(), saturated];
-    assert_eq!(gateway.push_snapshot(&snapshot_with(1, now, &held, routing.clone())), 204);
-    let (mut stream, flow) = send(&gateway, &client_body());
-    assert_eq!(flow, Flow::Pause);
-    assert!(stream.request_header(header::ENDPOINT).is_none(), "held");
-    let now = gateway.envoy.now_ms();
-    assert_eq!(gateway.push_snapshot(&snapshot_with(2, now, &[idle(), idle(), idle()], routing)), 204);
-    gateway.envoy.advance_ms(50);
-    assert!(stream.resumed());
-    assert!(gateway.envoy.http_calls().is_empty());
-    assert_eq!(gateway.envoy.stat(&format!("{}queued", stat::PD_FALLBACK_PREFIX)), 1);
-    assert_eq!(in_flight(&gateway, PREFILL), 0);
-    assert!(decision(&mut stream).contains("pd_fallback=queued"));
+fn a_split_request_released_from_the_gateway_queue_sends_its_prefill_leg_from_the_tick() {
+    let mut held = HeldSplit::new();
+    let call = held.release();
+    assert_eq!(call.header(header::ENDPOINT), Some(PREFILL));
+    assert_eq!(call.header("authorization"), Some("Bearer k"), "the client's headers, read from the tick");
+    let sent = call.json();
+    assert_eq!(
+        (sent["max_tokens"].clone(), sent["kv_transfer_params"]["do_remote_decode"].clone()),
+        (json!(1), json!(true))
+    );
+    assert_eq!(sent["messages"], client_body()["messages"]);
+    assert_eq!(in_flight(&held.gateway, PREFILL), 1);
+    // The answer comes to the root, which hands it to the stream.
+    held.gateway.routers[0].answer_call(call.token, Some((200, &prefill_answer())));
+    assert!(held.stream.resumed());
+    let forwarded: Value = serde_json::from_slice(held.stream.forwarded_body()).unwrap_or(Value::Null);
+    assert_eq!(forwarded["kv_transfer_params"], params(), "the decode leg carries the returned params");
+    let length = held.stream.forwarded_body().len().to_string();
+    assert_eq!(held.stream.request_header("content-length"), Some(length.as_str()));
+    assert_eq!(in_flight(&held.gateway, PREFILL), 0, "released when the leg answered");
+    assert_eq!(held.gateway.envoy.stat(stat::PD_PREFILL_OK), 1);
+    assert!(decision(&mut held.stream).contains("pd_prefill=ok"));
+    assert!(fallback_stats(&held.gateway).iter().all(|(_, n)| *n == 0));
+}
+
+#[test]
+fn a_released_requests_failed_prefill_leg_serves_it_whole() {
+    let mut held = HeldSplit::new();
+    let call = held.release();
+    held.gateway.routers[0].answer_call(call.token, Some((503, b"{}")));
+    assert!(held.stream.resumed());
+    let forwarded: Value = serde_json::from_slice(held.stream.forwarded_body()).unwrap_or(Value::Null);
+    assert_eq!(forwarded, client_body(), "the client's body as it came");
+    assert_eq!(in_flight(&held.gateway, PREFILL), 0);
+    assert!(fallback_stats(&held.gateway).iter().all(|(why, n)| *n == i64::from(*why == "status")));
+    assert!(decision(&mut held.stream).contains("pd_fallback=status"));
+}
+
+#[test]
+fn a_released_request_whose_client_left_takes_its_leg_with_it() {
+    let mut held = HeldSplit::new();
+    let call = held.release();
+    held.stream.end();
+    assert_eq!(in_flight(&held.gateway, PREFILL), 0, "the stream's end released the prefill pod");
+    // The answer that comes after finds no stream, and changes nothing.
+    held.gateway.routers[0].answer_call(call.token, Some((200, &prefill_answer())));
+    assert_eq!(in_flight(&held.gateway, PREFILL), 0);
+    assert_eq!(held.gateway.envoy.stat(stat::PD_PREFILL_OK), 0);
+}
+
+#[test]
+fn a_torn_down_plugin_sends_requests_waiting_for_a_released_leg_on_whole() {
+    let mut held = HeldSplit::new();
+    held.release();
+    held.gateway.routers[0].tear_down();
+    assert!(held.stream.resumed(), "no answer will come to a torn-down root");
+    let forwarded: Value = serde_json::from_slice(held.stream.forwarded_body()).unwrap_or(Value::Null);
+    assert_eq!(forwarded, client_body());
+    assert_eq!(in_flight(&held.gateway, PREFILL), 0);
+    assert!(fallback_stats(&held.gateway).iter().all(|(why, n)| *n == i64::from(*why == "reset")));
 }
 
 /// A split request whose prefill leg worked and whose decode pod then answered `status`.
