@@ -7,7 +7,9 @@
 //! gateway's queue decides who is served. With the tenant taken from a verified JWT
 //! the attacker is one tenant whatever it writes in `x-tenant-id`, and gets one fair
 //! share; with the tenant taken from that header, as an untrusted client header, each
-//! new id starts with no attained service and is served first.
+//! new id starts with no attained service and is served first. With a queue too small
+//! for every client, a verified attacker's requests are the ones refused; a rotating
+//! one, a tenant of one request each time, displaces the honest tenants'.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,8 +35,13 @@ enum Attack {
     Forged,
 }
 
-async fn start(identity: IdentitySettings) -> Stack {
-    let mut flow_control = FlowControlSettings { enabled: true, max_queued: 512, ..Default::default() };
+/// Room for every client's request in the gateway queue.
+const ROOMY: u32 = 512;
+/// Room for fewer than the clients' requests the pods leave waiting (about 14).
+const TIGHT: u32 = 10;
+
+async fn start(identity: IdentitySettings, max_queued: u32) -> Stack {
+    let mut flow_control = FlowControlSettings { enabled: true, max_queued, ..Default::default() };
     flow_control.bands.standard = BandSettings { max_wait_ms: Some(60_000), ..Default::default() };
     let mut spec = StackSpec {
         pools: vec![("a", 2)],
@@ -53,18 +60,27 @@ async fn start(identity: IdentitySettings) -> Stack {
 /// What one client sends with each request: its headers, given the request's number.
 type Headers = Arc<dyn Fn(usize) -> Vec<(String, String)> + Send + Sync>;
 
-/// Runs every client for [`RUN`]; returns the answers (200) each tenant got after
-/// [`WARM_UP`], honest tenants first, the attacker last.
-async fn run(stack: &Stack, honest: Vec<Headers>, attacker: Headers) -> Vec<usize> {
+/// What each tenant got after [`WARM_UP`], honest tenants first, the attacker last.
+#[derive(Clone, Default)]
+struct Tally {
+    /// Answers (200).
+    served: Vec<usize>,
+    /// Refusals (any other status).
+    refused: Vec<usize>,
+}
+
+/// Runs every client for [`RUN`].
+async fn run(stack: &Stack, honest: Vec<Headers>, attacker: Headers) -> Tally {
     let url = format!("{}/v1/chat/completions", stack.gateway_url);
-    let served = Arc::new(Mutex::new(vec![0usize; honest.len() + 1]));
+    let tenants = honest.len() + 1;
+    let tally = Arc::new(Mutex::new(Tally { served: vec![0; tenants], refused: vec![0; tenants] }));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut clients = Vec::new();
     let groups = honest.into_iter().map(|h| (h, HONEST_CLIENTS)).chain([(attacker, ATTACKER_CLIENTS)]);
     for (tenant, (headers, count)) in groups.enumerate() {
         for client_number in 0..count {
-            let (url, served, stop, headers) = (url.clone(), served.clone(), stop.clone(), headers.clone());
+            let (url, tally, stop, headers) = (url.clone(), tally.clone(), stop.clone(), headers.clone());
             clients.push(tokio::spawn(async move {
                 let client = reqwest::Client::new();
                 let mut n = client_number * 1_000 / ATTACKER_CLIENTS;
@@ -77,8 +93,10 @@ async fn run(stack: &Stack, honest: Vec<Headers>, attacker: Headers) -> Vec<usiz
                     let Ok(response) = request.send().await else { continue };
                     let ok = response.status() == 200;
                     let _ = response.bytes().await;
-                    if ok && started.elapsed() >= WARM_UP && !stop.load(Ordering::Relaxed) {
-                        if let Some(count) = served.lock().await.get_mut(tenant) {
+                    if started.elapsed() >= WARM_UP && !stop.load(Ordering::Relaxed) {
+                        let mut tally = tally.lock().await;
+                        let counts = if ok { &mut tally.served } else { &mut tally.refused };
+                        if let Some(count) = counts.get_mut(tenant) {
                             *count += 1;
                         }
                     }
@@ -91,7 +109,7 @@ async fn run(stack: &Stack, honest: Vec<Headers>, attacker: Headers) -> Vec<usiz
     for client in clients {
         client.abort();
     }
-    served.lock().await.clone()
+    tally.lock().await.clone()
 }
 
 fn share(served: &[usize], tenant: usize) -> f64 {
@@ -112,9 +130,9 @@ fn header(name: &str, value: impl Into<String>) -> (String, String) {
 
 /// Honest clients and the attacker with a verified token each; the attacker also
 /// writes the tenant header, rotating or forged, which the gateway does not read.
-async fn with_jwt(attack: Attack) -> Vec<usize> {
+async fn with_jwt(attack: Attack, max_queued: u32) -> Tally {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let stack = start(jwt::required_identity(dir.path())).await;
+    let stack = start(jwt::required_identity(dir.path()), max_queued).await;
     let honest: Vec<Headers> = HONEST
         .iter()
         .map(|name| {
@@ -134,8 +152,8 @@ async fn with_jwt(attack: Attack) -> Vec<usize> {
 }
 
 /// The same clients with the tenant read from `x-tenant-id`, a client header.
-async fn with_client_header(attack: Attack) -> Vec<usize> {
-    let stack = start(IdentitySettings::default()).await;
+async fn with_client_header(attack: Attack, max_queued: u32) -> Tally {
+    let stack = start(IdentitySettings::default(), max_queued).await;
     let honest: Vec<Headers> = HONEST
         .iter()
         .map(|name| {
@@ -167,22 +185,23 @@ fn report(what: &str, served: &[usize]) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_identity_holds_a_rotating_attacker_to_one_fair_share() {
-    let (attacker, honest) = report("jwt, rotating ids", &with_jwt(Attack::Rotating).await);
+    let (attacker, honest) = report("jwt, rotating ids", &with_jwt(Attack::Rotating, ROOMY).await.served);
     assert!(attacker <= 0.30, "the attacker got {:.1}% with a verified identity", 100.0 * attacker);
     assert!(honest >= 0.95, "Jain's index over the honest tenants: {honest:.3}");
     // Read from the client's header, the same attack takes more than even its share
     // of the clients (12 of 24, what first come, first served would give it).
-    let (unchecked, _) = report("client header, rotating ids", &with_client_header(Attack::Rotating).await);
+    let (unchecked, _) =
+        report("client header, rotating ids", &with_client_header(Attack::Rotating, ROOMY).await.served);
     assert!(unchecked > 0.5, "rotating ids gained nothing without identity: {unchecked:.3}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_identity_holds_an_attacker_forging_a_tenant_to_one_fair_share() {
-    let (attacker, honest) = report("jwt, forged id", &with_jwt(Attack::Forged).await);
+    let (attacker, honest) = report("jwt, forged id", &with_jwt(Attack::Forged, ROOMY).await.served);
     assert!(attacker <= 0.30, "the attacker got {:.1}% with a verified identity", 100.0 * attacker);
     assert!(honest >= 0.95, "Jain's index over the honest tenants: {honest:.3}");
     let (unchecked, alice) = {
-        let served = with_client_header(Attack::Forged).await;
+        let served = with_client_header(Attack::Forged, ROOMY).await.served;
         report("client header, forged id", &served);
         (share(&served, HONEST.len()), share(&served, 0))
     };
@@ -190,4 +209,26 @@ async fn a_verified_identity_holds_an_attacker_forging_a_tenant_to_one_fair_shar
     // get about one share, and alice loses most of hers.
     assert!(unchecked + alice <= 0.40, "the attacker and alice together: {:.3}", unchecked + alice);
     assert!(alice < 0.20, "alice kept {alice:.3} while her id was forged");
+}
+
+/// The honest tenants' refusals, together.
+fn honest_refused(tally: &Tally, what: &str) -> usize {
+    let honest: usize = tally.refused.get(..HONEST.len()).unwrap_or_default().iter().sum();
+    println!(
+        "{what}: answered per tenant {:?}, refused {:?} (honest {HONEST:?}, then the attacker)",
+        tally.served, tally.refused
+    );
+    honest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_the_verified_attacker_and_no_honest_request() {
+    let verified = with_jwt(Attack::Rotating, TIGHT).await;
+    let refused = honest_refused(&verified, "jwt, rotating ids, tight queue");
+    assert_eq!(refused, 0, "honest requests refused with a verified identity");
+    assert!(verified.refused[HONEST.len()] > 0, "the queue never filled: the run shows nothing");
+    // Read from the client's header, each rotated id is a tenant with one request,
+    // which displaces the honest tenants' newest.
+    let unchecked = with_client_header(Attack::Rotating, TIGHT).await;
+    assert!(honest_refused(&unchecked, "client header, rotating ids, tight queue") > 0, "no honest request refused");
 }
