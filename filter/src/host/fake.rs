@@ -584,9 +584,10 @@ impl Stream {
         }
     }
 
-    /// The stream ends (answered, reset or timed out).
+    /// The stream ends (answered, reset or timed out): Envoy forgets its context.
     pub fn end(&mut self) {
         self.run(|events| events.on_log());
+        self.host.envoy.streams.borrow_mut().remove(&self.id);
     }
 
     pub fn reply(&self) -> Option<&Reply> {
@@ -759,7 +760,7 @@ impl Host for FakeHost {
 
     fn set_effective_context(&self, context_id: u32) -> Result<(), Status> {
         self.envoy.count("set_effective_context");
-        if self.envoy.fails("set_effective_context") || context_id == 0 || context_id > self.envoy.next_context.get() {
+        if self.envoy.fails("set_effective_context") || !self.envoy.streams.borrow().contains_key(&context_id) {
             return Err(Status::BadArgument);
         }
         self.envoy.effective.set(Some(context_id));

@@ -312,7 +312,8 @@ impl RouterShared {
     pub(super) fn on_released_leg_answer(&self, token: u32, num_headers: usize, body_size: usize) {
         let Some((context_id, slot)) = self.released_legs.try_borrow_mut().ok().and_then(|mut l| l.remove(&token))
         else {
-            log::warn!("infergate router: an answer to call {token}, which no released request waits for");
+            // The usual end of a leg whose client left first.
+            log::debug!("infergate router: an answer to call {token}, which no released request waits for");
             return;
         };
         if self.host.set_effective_context(context_id).is_err() {

@@ -8,7 +8,7 @@ use infergate_core::wire::{header, stat};
 use serde_json::{Value, json};
 
 use crate::host::events::Flow;
-use crate::host::fake::{Caller, HttpCall, Stream};
+use crate::host::fake::{Caller, HttpCall, Stream, take_logs};
 use crate::shared::pod_loads::PodLoads;
 use crate::test_support::{
     Gateway, MODEL, PODS, chat, idle, pod, role_config, router_config_with, router_role, routing, snapshot_with,
@@ -426,8 +426,11 @@ fn a_released_request_whose_client_left_takes_its_leg_with_it() {
     let call = held.release();
     held.stream.end();
     assert_eq!(in_flight(&held.gateway, PREFILL), 0, "the stream's end released the prefill pod");
-    // The answer that comes after finds no stream, and changes nothing.
+    // The answer that comes after finds the leg forgotten, and changes nothing.
+    take_logs();
     held.gateway.routers[0].answer_call(call.token, Some((200, &prefill_answer())));
+    let logs = take_logs();
+    assert!(logs.iter().any(|l| l.contains("which no released request waits for")), "{logs:?}");
     assert_eq!(in_flight(&held.gateway, PREFILL), 0);
     assert_eq!(held.gateway.envoy.stat(stat::PD_PREFILL_OK), 0);
 }
