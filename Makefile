@@ -15,7 +15,7 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy openai-sdk node shellcheck redis prometheus wasm build \
-  test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
+  test-build test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
 help: ## this list
@@ -89,9 +89,18 @@ vllm: ## install real vLLM for CPU and its test model (engines/vllm/setup.sh; ~3
 llamacpp: ## build llama.cpp's llama-server (CPU) and fetch its test model (engines/llamacpp/setup.sh; 6-11 min the first time)
 	engines/llamacpp/setup.sh
 
-test: setup wasm build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
-	cargo test --locked --workspace
-	cargo test --locked -p infergate-e2e --features vllm-pd --test real_vllm_pd
+# make test's build: the binaries the tests start (target/debug/) and the tests, in one
+# cargo build. `cargo build` alone resolves dependencies' features without the
+# dev-dependencies, so its binaries would not share the test build's dependencies and
+# half the workspace would compile twice (7 min on 2 cores). The feature adds the real
+# vLLM P/D test (tests/Cargo.toml says why it is opt-in elsewhere).
+TEST_CARGO := --locked --workspace --features infergate-e2e/vllm-pd
+
+test-build:
+	cargo build $(TEST_CARGO) --lib --bins --tests --examples
+
+test: setup wasm test-build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
+	cargo test $(TEST_CARGO)
 	$(MAKE) --no-print-directory test-core-wasm
 	$(PYTHON) scripts/check-links.py
 	$(PYTHON) scripts/bench-tables.py --check

@@ -9,9 +9,10 @@
 //! it (`local_compute`); the prefill pod computes it. Then the prefill pod is killed:
 //! the next request is served whole on the decode pod, after the filter's fallback.
 //!
-//! Behind the feature `vllm-pd` (`make test-vllm-pd`; `make test` runs it on a line of
-//! its own, not within `cargo test --workspace`): the two NIXL pods busy-poll about a
-//! core each, and a handover on a loaded 2-core machine can take seconds.
+//! Behind the feature `vllm-pd` (`make test-vllm-pd`; `make test` turns it on), so a
+//! plain `cargo test --workspace` leaves it out: the two NIXL pods busy-poll about a
+//! core each, and a handover on a loaded 2-core machine can take seconds. Cargo runs
+//! one test binary at a time, so no other test shares the machine with them.
 
 use std::time::{Duration, Instant};
 
