@@ -17,18 +17,26 @@
 //! interference  = decode pod's running requests × own_prefill
 //!
 //! 1. uncached < min_split_tokens                                  → whole (short-prompt)
-//! 2. decode step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
+//! 2. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
+//!    whole_ttft ≤ the TTFT target and interference ≤ 5 × ITL target → whole (prefill-queue)
+//! 3. decode step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
 //!    prefill pod's prefill ≤ 1.5 × own_prefill                     → split (itl-guard)
-//! 3. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
+//! 4. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
 //!    decode step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
-//! 4. split_ttft < whole_ttft + interference                        → split (gain)
+//! 5. split_ttft < whole_ttft + interference                        → split (gain)
 //!                                                   otherwise      → whole (no-gain)
 //! ```
 //!
-//! Step 4 sums every request's added latency: ours to its first token, and that of the
+//! Step 5 sums every request's added latency: ours to its first token, and that of the
 //! decode pod's running requests to their next ones. Alone, it splits until the prefill
 //! pods' queues cost more than the stall they spare, seconds under load, far past a
-//! TTFT target. Steps 2 and 3 are about the targets instead:
+//! TTFT target. Steps 2 to 4 are about the targets instead:
+//! - A request the decode pod would serve within the TTFT target is not sent to a
+//!   queued prefill pod when serving it whole stalls the decode pod's running requests
+//!   by at most 5 ITL targets in all (a few long steps fit in their p90). Agentic turns:
+//!   a decode pod holding most of a 400,000-token session computes a few hundred tokens
+//!   of it in tens of milliseconds, where the prefill pods queue behind whole sessions
+//!   for seconds, even when the decode pod steps past half the ITL target.
 //! - A decode pod whose mean step is past half the ITL target is stalling often enough
 //!   that its requests' ITL p90 is at risk; a prefill there would push them over, so the
 //!   prompt goes to a prefill pod while one can take it in time, or computes no more of
@@ -61,8 +69,8 @@ pub enum SplitReason {
     /// The decode pod's steps are past half the ITL target: a prefill there would push
     /// its requests' ITL over it.
     ItlGuard,
-    /// The prefill pods' predicted TTFT is past 30% of the TTFT target and the decode
-    /// pod has ITL room for this prompt's prefill.
+    /// The prefill pods' predicted TTFT is past 30% of the TTFT target, and the decode
+    /// pod meets the target sooner with ITL room for this prompt's prefill.
     PrefillQueue,
     /// The predicted gain beats the TTFT cost.
     Gain,
@@ -146,6 +154,14 @@ pub fn verdict(
         (SplitPolicy::Predicted, Some(_)) if uncached < f64::from(settings.min_split_tokens) => {
             SplitReason::ShortPrompt
         }
+        (SplitPolicy::Predicted, Some(_))
+            if prefill_queued
+                && whole.ttft_ms < split_ttft_ms
+                && whole.ttft_ms <= targets.ttft_ms
+                && interference_ms <= targets.whole_stall_ms =>
+        {
+            SplitReason::PrefillQueue
+        }
         (SplitPolicy::Predicted, Some(_)) if decode_stalls && (!prefill_queued || prefill_no_costlier) => {
             SplitReason::ItlGuard
         }
@@ -172,25 +188,33 @@ pub fn verdict(
 }
 
 /// A prefill pod computing at most this many times the decode pod's share of the prompt
-/// still counts as no costlier (step 2): the guide shape's and mixed chat's uncached
+/// still counts as no costlier (step 3): the guide shape's and mixed chat's uncached
 /// prompts are alike on both, an agentic turn's is tens of times larger on a pod
 /// without its session.
 const PREFILL_WORK_RATIO: f64 = 1.5;
 
-/// The thresholds the pool's targets give the split rule (the module's steps 2 and 3).
+/// The thresholds the pool's targets give the split rule (the module's steps 2 to 4).
 struct Targets {
     /// A decode pod whose mean step is over this is stalling.
     step_ms: f64,
     /// Prefill pods whose predicted TTFT is over this are queueing.
     prefill_queue_ms: f64,
-    /// The longest prefill a decode pod with ITL room takes whole.
+    /// The longest stall a request served whole may put on the decode pod: its own
+    /// prefill on a pod with ITL room, or its running requests' summed stall on any.
     whole_stall_ms: f64,
+    /// The TTFT target.
+    ttft_ms: f64,
 }
 
 impl Targets {
     fn of(settings: &Disaggregation) -> Self {
         let itl = settings.itl_target_ms as f64;
-        Self { step_ms: itl / 2.0, prefill_queue_ms: 0.3 * settings.ttft_target_ms as f64, whole_stall_ms: 5.0 * itl }
+        Self {
+            step_ms: itl / 2.0,
+            prefill_queue_ms: 0.3 * settings.ttft_target_ms as f64,
+            whole_stall_ms: 5.0 * itl,
+            ttft_ms: settings.ttft_target_ms as f64,
+        }
     }
 }
 

@@ -136,6 +136,31 @@ fn a_stalling_decode_pod_that_holds_the_prefix_is_not_passed_over_for_a_pod_that
 }
 
 #[test]
+fn a_stalling_decode_pod_keeps_a_turn_it_serves_in_time_from_a_prefill_pod_queued_past_the_target() {
+    // An agentic turn: the decode pod holds all but 400 of 400,000 tokens (60 ms of
+    // prefill) and steps in 40 ms, past half the ITL target; the prefill pod holds as
+    // much but queues 5 s behind other sessions.
+    let decode = stepping(report(1, 2.0, 399_600.0, 60.0, 0.0), 40.0);
+    let prefill = report(2, 0.0, 399_600.0, 60.0, 5_000.0);
+    let v = verdict(&Disaggregation::default(), 400_000.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::PrefillQueue), "{v:?}");
+    // 2 running requests stalled 60 ms each: 120 ms, within 5 ITL targets.
+    assert!((v.interference_ms - 120.0).abs() < 1e-6, "{v:?}");
+
+    // Five running requests stalled 60 ms each (300 ms) are more than 5 ITL targets:
+    // the stalling pod sends it to prefill.
+    let crowded = stepping(report(1, 5.0, 399_600.0, 60.0, 0.0), 40.0);
+    assert_eq!(verdict(&Disaggregation::default(), 400_000.0, &crowded, Some(&prefill)).reason, SplitReason::ItlGuard);
+    // A decode pod that would miss the target too does not keep it.
+    let late = stepping(report(1, 2.0, 399_600.0, 60.0, 2_500.0), 40.0);
+    assert_eq!(verdict(&Disaggregation::default(), 400_000.0, &late, Some(&prefill)).reason, SplitReason::ItlGuard);
+    // Nor one the prefill pod beats.
+    let quick = report(2, 0.0, 399_600.0, 60.0, 700.0);
+    let slow = stepping(report(1, 2.0, 399_600.0, 60.0, 800.0), 40.0);
+    assert_eq!(verdict(&Disaggregation::default(), 400_000.0, &slow, Some(&quick)).reason, SplitReason::ItlGuard);
+}
+
+#[test]
 fn policies_always_and_never_skip_the_comparison() {
     let decode = report(1, 0.0, 0.0, 1.0, 0.0);
     let prefill = report(2, 0.0, 0.0, 1.0, 0.0);
