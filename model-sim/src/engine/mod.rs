@@ -314,7 +314,9 @@ impl Engine {
                 index += 1;
                 continue;
             }
-            let run = self.running.swap_remove(index);
+            // `remove`, not `swap_remove`: the others keep their admission order, which the
+            // prefill budget follows (vLLM's scheduler too).
+            let run = self.running.remove(index);
             self.kv.release(&run.allocation);
             if let Some(adapter) = &run.request.adapter {
                 self.lora.stop_using(adapter, end);

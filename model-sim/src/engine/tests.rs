@@ -207,3 +207,18 @@ fn a_transferred_prompt_is_not_computed_again() {
     run_to_idle(&mut decode, 1.0);
     assert!(decode.stats(0.0).prefix_cache_hits_total >= 5_900);
 }
+
+#[test]
+fn prefills_keep_their_order_when_a_request_ahead_of_them_finishes() {
+    // vLLM serves its running requests in the order they were admitted, and a finished
+    // one leaves the others in place: the older of two long prefills gets the token
+    // budget first and finishes first, whatever finished before them.
+    let mut engine = Engine::new(EngineProfile::LLAMA_3_1_8B_H100);
+    engine.submit(request(1, 0.0, b"a short one", 1, None));
+    engine.submit(request(2, 0.0, &vec![b'a'; 4 * 20_000], 4, None));
+    engine.submit(request(3, 0.0, &vec![b'b'; 4 * 20_000], 4, None));
+    let (firsts, _) = run_to_idle(&mut engine, 0.0);
+    let first_of = |id: u64| firsts.iter().find(|(i, _)| *i == id).map(|(_, at)| *at);
+    let (older, newer) = (first_of(2).expect("2 prefilled"), first_of(3).expect("3 prefilled"));
+    assert!(older < newer, "the older prefill at {older:.3}s, the newer at {newer:.3}s");
+}
