@@ -294,7 +294,7 @@ bench-disagg: ## P/D disaggregation: goodput of infergate's split rule, the peer
 # The end-to-end check of the above: llm-d-guide at 8 and 16 req/s and mixed-chat
 # at 15 starts/s, 30 s each, through real Envoy (mode: gateway, split: predicted), the
 # release agent and model-sim pods 3 prefill + 5 decode at 5x slower, streamed; beside
-# the discrete-event prediction of pd/infergate for the same requests (about 9 minutes).
+# the discrete-event prediction of pd/infergate for the same requests (about 11 minutes).
 .PHONY: bench-disagg-e2e
 bench-disagg-e2e: envoy wasm ## P/D through real Envoy: measured ITL p90 and TTFT against the discrete-event prediction
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
