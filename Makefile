@@ -168,7 +168,7 @@ config-reference: ## rewrite docs/configuration.md from the typed config's doc c
 # model-sim and metrics-agent (for the tests' and benches' loads) nearly doubles the
 # demo's first build (6.3 against 3.5 CPU minutes), and a 4-pod demo does not need it.
 # Cargo keeps both builds; target/debug's binaries are the demo's until the next
-# `make build` (make test and make chaos run it first).
+# `make build` or `make test-build` (make chaos and make test run one first).
 DEMO_BUILD := cargo build --locked \
   $(foreach crate,core model-sim metrics-agent,--config 'profile.dev.package.infergate-$(crate).opt-level=0')
 DEMO_BINS := -p infergate-envoy-config --bin infergate-envoy-config -p infergate-model-sim --bin model-sim \
@@ -294,7 +294,7 @@ bench-disagg: ## P/D disaggregation: goodput of infergate's split rule, the peer
 # The end-to-end check of the above: llm-d-guide at 8 and 16 req/s and mixed-chat
 # at 15 starts/s, 30 s each, through real Envoy (mode: gateway, split: predicted), the
 # release agent and model-sim pods 3 prefill + 5 decode at 5x slower, streamed; beside
-# the discrete-event prediction of pd/infergate for the same requests (about 11 minutes).
+# the discrete-event prediction of pd/infergate for the same requests (about 9 minutes, and the build).
 .PHONY: bench-disagg-e2e
 bench-disagg-e2e: envoy wasm ## P/D through real Envoy: measured ITL p90 and TTFT against the discrete-event prediction
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench

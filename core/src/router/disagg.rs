@@ -70,7 +70,8 @@ pub enum SplitReason {
     /// its requests' ITL over it.
     ItlGuard,
     /// The prefill pods' predicted TTFT is past 30% of the TTFT target, and the decode
-    /// pod meets the target sooner with ITL room for this prompt's prefill.
+    /// pod is predicted sooner, with ITL room for this prompt's prefill (step 2: within
+    /// the TTFT target, the running requests' summed stall within 5 ITL targets).
     PrefillQueue,
     /// The predicted gain beats the TTFT cost.
     Gain,
