@@ -17,35 +17,34 @@
 //! interference  = decode pod's running requests × own_prefill
 //!
 //! 1. uncached < min_split_tokens                                  → whole (short-prompt)
-//! 2. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
-//!    whole_ttft ≤ the TTFT target and interference ≤ 5 × ITL target → whole (prefill-queue)
+//! 2. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft, and either
+//!    whole_ttft ≤ the TTFT target and interference ≤ 5 × ITL target,
+//!    or decode step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
 //! 3. decode step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
 //!    prefill pod's prefill ≤ 1.5 × own_prefill                     → split (itl-guard)
-//! 4. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft,
-//!    decode step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
-//! 5. split_ttft < whole_ttft + interference                        → split (gain)
+//! 4. split_ttft < whole_ttft + interference                        → split (gain)
 //!                                                   otherwise      → whole (no-gain)
 //! ```
 //!
-//! Step 5 sums every request's added latency: ours to its first token, and that of the
+//! Step 4 sums every request's added latency: ours to its first token, and that of the
 //! decode pod's running requests to their next ones. Alone, it splits until the prefill
 //! pods' queues cost more than the stall they spare, seconds under load, far past a
-//! TTFT target. Steps 2 to 4 are about the targets instead:
+//! TTFT target. Steps 2 and 3 are about the targets instead:
 //! - A request the decode pod would serve within the TTFT target is not sent to a
 //!   queued prefill pod when serving it whole stalls the decode pod's running requests
 //!   by at most 5 ITL targets in all (a few long steps fit in their p90). Agentic turns:
 //!   a decode pod holding most of a 400,000-token session computes a few hundred tokens
 //!   of it in tens of milliseconds, where the prefill pods queue behind whole sessions
 //!   for seconds, even when the decode pod steps past half the ITL target.
+//! - Once the prefill pods' predicted TTFT passes 30% of the target (the prediction
+//!   lags a growing queue; measured on the benchmark's quick suite, 20–50% alike on the
+//!   guide shape), a decode pod with ITL room takes a prompt of at most 5 ITL targets'
+//!   prefill whole: a few long steps fit in its requests' p90.
 //! - A decode pod whose mean step is past half the ITL target is stalling often enough
 //!   that its requests' ITL p90 is at risk; a prefill there would push them over, so the
 //!   prompt goes to a prefill pod while one can take it in time, or computes no more of
 //!   it than the decode pod would (a pod that holds the prompt's prefix is not passed
 //!   over for one that would compute all of it: agentic sessions).
-//! - Once the prefill pods' predicted TTFT passes 30% of the target (the prediction
-//!   lags a growing queue; measured on the benchmark's quick suite, 20–50% alike on the
-//!   guide shape), a decode pod with ITL room takes a prompt of at most 5 ITL targets'
-//!   prefill whole: a few long steps fit in its requests' p90.
 //!
 //! `always` and `never` skip all of it.
 
@@ -70,8 +69,8 @@ pub enum SplitReason {
     /// its requests' ITL over it.
     ItlGuard,
     /// The prefill pods' predicted TTFT is past 30% of the TTFT target, and the decode
-    /// pod is predicted sooner, with ITL room for this prompt's prefill (step 2: within
-    /// the TTFT target, the running requests' summed stall within 5 ITL targets).
+    /// pod is predicted sooner and can take the prompt's prefill: within the TTFT target
+    /// with little stall on its running requests, or with ITL room.
     PrefillQueue,
     /// The predicted gain beats the TTFT cost.
     Gain,
@@ -148,6 +147,10 @@ pub fn verdict(
     // would: it is not passed over for one that holds the prefix.
     let prefill_no_costlier =
         prefill.is_some_and(|p| (p.ttft.prefill_ms - p.ttft.step_ms).max(0.0) <= PREFILL_WORK_RATIO * own_prefill_ms);
+    // Step 2's two ways a decode pod can take a request whole: within the TTFT target,
+    // stalling its running requests little in all; or with ITL room and a short prefill.
+    let whole_in_time = whole.ttft_ms <= targets.ttft_ms && interference_ms <= targets.whole_stall_ms;
+    let decode_has_room = !decode_stalls && own_prefill_ms <= targets.whole_stall_ms;
     let reason = match (settings.split, prefill) {
         (SplitPolicy::Never, _) => SplitReason::Never,
         (_, None) => SplitReason::NoPrefillPod,
@@ -156,23 +159,12 @@ pub fn verdict(
             SplitReason::ShortPrompt
         }
         (SplitPolicy::Predicted, Some(_))
-            if prefill_queued
-                && whole.ttft_ms < split_ttft_ms
-                && whole.ttft_ms <= targets.ttft_ms
-                && interference_ms <= targets.whole_stall_ms =>
+            if prefill_queued && whole.ttft_ms < split_ttft_ms && (whole_in_time || decode_has_room) =>
         {
             SplitReason::PrefillQueue
         }
         (SplitPolicy::Predicted, Some(_)) if decode_stalls && (!prefill_queued || prefill_no_costlier) => {
             SplitReason::ItlGuard
-        }
-        (SplitPolicy::Predicted, Some(_))
-            if prefill_queued
-                && whole.ttft_ms < split_ttft_ms
-                && !decode_stalls
-                && own_prefill_ms <= targets.whole_stall_ms =>
-        {
-            SplitReason::PrefillQueue
         }
         (SplitPolicy::Predicted, Some(_)) if split_ttft_ms < whole.ttft_ms + interference_ms => SplitReason::Gain,
         (SplitPolicy::Predicted, Some(_)) => SplitReason::NoGain,
@@ -194,7 +186,7 @@ pub fn verdict(
 /// without its session.
 const PREFILL_WORK_RATIO: f64 = 1.5;
 
-/// The thresholds the pool's targets give the split rule (the module's steps 2 to 4).
+/// The thresholds the pool's targets give the split rule (the module's steps 2 and 3).
 struct Targets {
     /// A decode pod whose mean step is over this is stalling.
     step_ms: f64,
