@@ -28,9 +28,10 @@ struct Args {
     quick: bool,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Prefill pods of the P/D fleet (of 8); more values add a P/D run per ratio.
-    #[arg(long, value_delimiter = ',', default_value = "3")]
-    prefill_pods: Vec<usize>,
+    /// Prefill pods of the P/D fleet (of 8), the rest decode; more values add a P/D run
+    /// per layout. `3b`: 3 pods that prefill and also serve whole requests, 5 decode.
+    #[arg(long, value_delimiter = ',', default_value = "3", value_parser = parse_layout)]
+    prefill_pods: Vec<Layout>,
     /// Only these workloads: llm-d-guide, mixed-chat, agentic.
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
@@ -87,8 +88,7 @@ fn entries(args: &Args, pods: usize) -> Vec<Entry> {
             out.push(Entry { name: kind.name(), kind, layout: Layout::Aggregated });
             continue;
         }
-        for (i, &prefill) in args.prefill_pods.iter().enumerate() {
-            let layout = Layout::Split { prefill };
+        for (i, &layout) in args.prefill_pods.iter().enumerate() {
             let name = if i == 0 { kind.name() } else { format!("{} {}", kind.name(), layout.short(pods)) };
             out.push(Entry { name, kind, layout });
         }
@@ -123,6 +123,16 @@ fn workloads(args: &Args, plan: &Plan) -> Result<Workloads, String> {
     Ok(out)
 }
 
+/// `--prefill-pods`' values: `3` (3 prefill-only pods) or `3b` (3 pods that do both).
+fn parse_layout(value: &str) -> Result<Layout, String> {
+    let (count, both) = match value.strip_suffix('b') {
+        Some(count) => (count, true),
+        None => (value, false),
+    };
+    let n: usize = count.parse().map_err(|_| format!("`{value}`: a pod count, optionally followed by `b`"))?;
+    Ok(if both { Layout::Hybrid { both: n } } else { Layout::Split { prefill: n } })
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     match run(&args) {
@@ -144,8 +154,19 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let workloads = workloads(args, &plan)?;
     let pods = 8;
-    if let Some(bad) = args.prefill_pods.iter().find(|p| **p == 0 || **p >= pods) {
-        return Err(format!("--prefill-pods {bad}: a P/D fleet of {pods} needs 1 to {} prefill pods", pods - 1));
+    for layout in &args.prefill_pods {
+        match *layout {
+            Layout::Split { prefill } if prefill == 0 || prefill >= pods => {
+                return Err(format!(
+                    "--prefill-pods {prefill}: a P/D fleet of {pods} needs 1 to {} prefill pods",
+                    pods - 1
+                ));
+            }
+            Layout::Hybrid { both } if both == 0 || both > pods => {
+                return Err(format!("--prefill-pods {both}b: a fleet of {pods} has 1 to {pods} pods that do both"));
+            }
+            _ => {}
+        }
     }
     let entries = entries(args, pods);
     if entries.is_empty() {
@@ -241,7 +262,7 @@ fn describe(workload: &str, plan: &Plan) -> String {
 fn write(args: &Args, plan: &Plan, runs: &[WorkloadRuns], pods: usize, elapsed_s: f64) -> Result<(), String> {
     let dir = &args.out;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let layouts: Vec<String> = args.prefill_pods.iter().map(|&p| Layout::Split { prefill: p }.describe(pods)).collect();
+    let layouts: Vec<String> = args.prefill_pods.iter().map(|l| l.describe(pods)).collect();
     let header = format!(
         "# Prefill/decode disaggregation, discrete-event ({} suite, seed {})\n\n\
          `disagg {}`: {pods} pods of Llama-3.1-8B on one H100 each (the long-context engine model; agentic: its FP8-KV variant). \
@@ -275,7 +296,7 @@ fn write(args: &Args, plan: &Plan, runs: &[WorkloadRuns], pods: usize, elapsed_s
     std::fs::write(dir.join("results.json"), json).map_err(|e| e.to_string())?;
     let title = format!(
         "goodput (TTFT ≤ 2 s, ITL p90 ≤ 50 ms), {pods} pods: P/D {} solid, aggregated dashed",
-        Layout::Split { prefill: args.prefill_pods.first().copied().unwrap_or(3) }.short(pods)
+        args.prefill_pods.first().copied().unwrap_or(Layout::Split { prefill: 3 }).short(pods)
     );
     goodput_chart(dir, "goodput", &title, runs)?;
     print!("{text}");

@@ -15,6 +15,10 @@ pub enum Layout {
     Aggregated,
     /// The first `prefill` pods only prefill; the others only decode.
     Split { prefill: usize },
+    /// The first `both` pods prefill split requests and serve whole ones; the others
+    /// only decode. For traffic that is mostly cached (agentic sessions), where a
+    /// prefill-only pod would idle while every decode pod is busy.
+    Hybrid { both: usize },
 }
 
 impl Layout {
@@ -25,6 +29,9 @@ impl Layout {
             Layout::Split { prefill } => {
                 (0..pods).map(|i| if i < prefill { PodRole::Prefill } else { PodRole::Decode }).collect()
             }
+            Layout::Hybrid { both } => {
+                (0..pods).map(|i| if i < both { PodRole::Both } else { PodRole::Decode }).collect()
+            }
         }
     }
 
@@ -33,14 +40,28 @@ impl Layout {
         match self {
             Layout::Aggregated => format!("{pods} pods, each prefill and decode"),
             Layout::Split { prefill } => format!("{prefill} prefill + {} decode", pods.saturating_sub(prefill)),
+            Layout::Hybrid { both } => {
+                format!("{both} prefill-and-decode + {} decode", pods.saturating_sub(both))
+            }
         }
     }
 
-    /// "3P5D" or "agg", for names and file stems.
+    /// "3P5D", "3B5D" (3 both + 5 decode) or "agg", for names and file stems.
     pub fn short(self, pods: usize) -> String {
         match self {
             Layout::Aggregated => "agg".into(),
             Layout::Split { prefill } => format!("{prefill}P{}D", pods.saturating_sub(prefill)),
+            Layout::Hybrid { both } => format!("{both}B{}D", pods.saturating_sub(both)),
+        }
+    }
+
+    /// For a fleet with roles: how many pods come first (before the decode pods), and
+    /// whether they only prefill (else they do both).
+    fn role_split(self) -> Option<(usize, bool)> {
+        match self {
+            Layout::Aggregated => None,
+            Layout::Split { prefill } => Some((prefill, true)),
+            Layout::Hybrid { both } => Some((both, false)),
         }
     }
 }
@@ -77,11 +98,14 @@ impl Link {
 /// `split` (`None` keeps the section out: infergate then routes the pool whole).
 pub fn fleet_config(pods: usize, layout: Layout, link: Link, split: Option<SplitPolicy>) -> FleetConfig {
     let mut fleet = FleetConfig::new(pods, &[]);
-    if let (Layout::Split { prefill }, Some(split)) = (layout, split) {
+    if let (Some((first, prefill_only)), Some(split)) = (layout.role_split(), split) {
+        // Pods in neither list do both.
+        let prefill_endpoints =
+            if prefill_only { fleet.endpoints.iter().take(first).copied().collect() } else { Vec::new() };
         let disaggregation = Disaggregation {
             split,
-            prefill_endpoints: fleet.endpoints.iter().take(prefill).copied().collect(),
-            decode_endpoints: fleet.endpoints.iter().skip(prefill).copied().collect(),
+            prefill_endpoints,
+            decode_endpoints: fleet.endpoints.iter().skip(first).copied().collect(),
             kv_bytes_per_token: link.kv_bytes_per_token,
             transfer_gb_per_s: link.gb_per_s,
             ..Disaggregation::default()
