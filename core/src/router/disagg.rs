@@ -15,12 +15,14 @@
 //! split_ttft    = prefill pod's predicted TTFT + transfer_ms
 //!                 + decode pod's KV wait + adapter load + one decode step
 //! interference  = decode pod's running requests × own_prefill
+//! pod step      = the decode pod's learned mean step, unscaled by the TTFT
+//!                 calibration: the gap its requests see between tokens
 //!
 //! 1. uncached < min_split_tokens                                  → whole (short-prompt)
 //! 2. split_ttft > 30% of the TTFT target, whole_ttft < split_ttft, and either
 //!    whole_ttft ≤ the TTFT target and interference ≤ 5 × ITL target,
-//!    or decode step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
-//! 3. decode step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
+//!    or pod step ≤ ITL target / 2 and own_prefill ≤ 5 × ITL target → whole (prefill-queue)
+//! 3. pod step > ITL target / 2, and split_ttft ≤ 30% of the TTFT target or the
 //!    prefill pod's prefill ≤ 1.5 × own_prefill                     → split (itl-guard)
 //! 4. split_ttft < whole_ttft + interference                        → split (gain)
 //!                                                   otherwise      → whole (no-gain)
@@ -141,7 +143,7 @@ pub fn verdict(
     let split_ttft_ms = prefill
         .map_or(f64::INFINITY, |p| p.ttft.ttft_ms + transfer_ms + whole.kv_wait_ms + whole.adapter_ms + whole.step_ms);
     let targets = Targets::of(settings);
-    let decode_stalls = whole.step_ms > targets.step_ms;
+    let decode_stalls = whole.itl_ms > targets.step_ms;
     let prefill_queued = split_ttft_ms > targets.prefill_queue_ms;
     // Whether the prefill pod computes about as little of the prompt as the decode pod
     // would: it is not passed over for one that holds the prefix.

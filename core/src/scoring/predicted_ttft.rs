@@ -98,8 +98,14 @@ pub struct TtftBreakdown {
     /// Wait for the KV cache to free room for our prompt (already in `queue_ms`).
     pub kv_wait_ms: f64,
     pub prefill_ms: f64,
-    /// One decode step of the pod (`prefill_ms` ends with one).
+    /// One decode step of the pod (`prefill_ms` ends with one), scaled by the TTFT
+    /// calibration as the rest of the prediction.
     pub step_ms: f64,
+    /// The pod's learned mean step unscaled: the gap its running requests see between
+    /// tokens. The TTFT calibration corrects predicted first tokens, which queue; it
+    /// would overstate the gaps (agentic sessions: 28 ms predicted at a factor near 3
+    /// where the requests' ITL p90 was 15 ms).
+    pub itl_ms: f64,
     pub adapter_ms: f64,
     pub decode_ms: f64,
     pub penalty_ms: f64,
@@ -132,7 +138,8 @@ fn positive(value: Option<f64>, fallback: f64) -> f64 {
 pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaults, profile: Profile) -> TtftBreakdown {
     let factor = positive(Some(c.ttft_factor), 1.0);
     let rate = positive(c.learned.prefill_tokens_per_s, defaults.prefill_tokens_per_s) / factor;
-    let step_ms = positive(c.learned.decode_step_ms, defaults.decode_step_ms) * factor;
+    let itl_ms = positive(c.learned.decode_step_ms, defaults.decode_step_ms);
+    let step_ms = itl_ms * factor;
     let mean_prompt = positive(c.learned.mean_prompt_tokens, defaults.mean_prompt_tokens);
     let waiting = if c.waiting.is_finite() { c.waiting.max(0.0) } else { f64::MAX / 4.0 };
     let cached = shape.cached_tokens(c.matched_blocks);
@@ -186,6 +193,7 @@ pub fn predicted_ttft(c: &Candidate, shape: &RequestShape, defaults: &CostDefaul
         kv_wait_ms,
         prefill_ms,
         step_ms,
+        itl_ms,
         adapter_ms,
         decode_ms,
         penalty_ms,
@@ -253,6 +261,15 @@ mod tests {
         let c = candidate(1, 0.0, 0.0, Some(0.0));
         // 1,000 tokens at 10,000 tokens/s = 100 ms, plus one 20 ms step.
         assert!((cost(&c, 1000.0) - 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_ttft_calibration_scales_the_step_but_not_the_pods_own_gaps() {
+        let mut c = candidate(1, 0.0, 0.0, Some(0.0));
+        c.ttft_factor = 3.0;
+        let t = predicted_ttft(&c, &shape(1000.0), &linear(), Profile::Latency);
+        assert!((t.step_ms - 60.0).abs() < 1e-9, "{t:?}");
+        assert!((t.itl_ms - 20.0).abs() < 1e-9, "{t:?}");
     }
 
     #[test]

@@ -172,6 +172,7 @@ mod tests {
             kv_wait_ms: 0.0,
             prefill_ms,
             step_ms: 0.0,
+            itl_ms: 0.0,
             adapter_ms: 0.0,
             decode_ms: 0.0,
             penalty_ms: 0.0,

@@ -25,6 +25,7 @@ fn report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms
             kv_wait_ms: 0.0,
             prefill_ms: prefill_ms + step_ms,
             step_ms,
+            itl_ms: step_ms,
             adapter_ms: 0.0,
             decode_ms: 0.0,
             penalty_ms: 0.0,
@@ -81,6 +82,7 @@ fn a_queued_prefill_pod_loses_to_a_quiet_decode_pod() {
 fn stepping(mut r: PodReport, step_ms: f64) -> PodReport {
     let own = r.ttft.prefill_ms - r.ttft.step_ms;
     r.ttft.step_ms = step_ms;
+    r.ttft.itl_ms = step_ms;
     r.ttft.prefill_ms = own + step_ms;
     r.ttft.ttft_ms = r.ttft.queue_ms + r.ttft.prefill_ms;
     r
@@ -106,6 +108,19 @@ fn prefill_pods_queued_past_the_ttft_target_send_a_prompt_whole_to_a_decode_pod_
     // Nor does one whose prefill of this prompt would take more than 5 ITL targets.
     let long = report(1, 32.0, 0.0, 300.0, 0.0);
     assert_eq!(verdict(&Disaggregation::default(), 5_000.0, &long, Some(&prefill)).reason, SplitReason::Gain);
+}
+
+#[test]
+fn the_itl_guard_reads_the_pods_own_step_not_the_ttft_calibrated_one() {
+    // The pool's TTFT calibration triples the predicted step to 30 ms, past half the ITL
+    // target; the pod's requests see 10 ms between tokens: no ITL at risk.
+    let mut decode = stepping(report(1, 0.0, 0.0, 100.0, 0.0), 30.0);
+    decode.ttft.itl_ms = 10.0;
+    let prefill = report(2, 0.0, 0.0, 100.0, 100.0);
+    let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
+    assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+    decode.ttft.itl_ms = 30.0;
+    assert_eq!(verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill)).reason, SplitReason::ItlGuard);
 }
 
 #[test]
