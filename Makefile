@@ -15,7 +15,7 @@ WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --
 PYTHON ?= python3
 
 .PHONY: help setup rust-targets binaryen envoy openai-sdk node shellcheck redis prometheus wasm build \
-  test-build test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
+  test-build test-prepare test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
 help: ## this list
@@ -99,7 +99,19 @@ TEST_CARGO := --locked --workspace --features infergate-e2e/vllm-pd
 test-build:
 	cargo build $(TEST_CARGO) --lib --bins --tests --examples
 
-test: setup wasm test-build vllm ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
+# make test's builds with the vLLM install beside them: the install is mostly download
+# and unpacking (5-6 min the first time, 0.1 s after), the builds mostly CPU (12 min on
+# 2 cores from a clean clone), so side by side they take about the builds' time.
+# A failed build stops the install (setup.sh resumes it next time).
+test-prepare: rust-targets binaryen
+	@mkdir -p .run; \
+	  echo "engines/vllm/setup.sh runs beside the builds; its log: .run/vllm-setup.log"; \
+	  engines/vllm/setup.sh > .run/vllm-setup.log 2>&1 & vllm=$$!; \
+	  $(MAKE) --no-print-directory wasm test-build || { pkill -P $$vllm; kill $$vllm; wait $$vllm; exit 1; }; \
+	  wait $$vllm || { tail -30 .run/vllm-setup.log; echo "engines/vllm/setup.sh failed; see .run/vllm-setup.log" >&2; exit 1; }; \
+	  echo "vLLM: $$(tail -1 .run/vllm-setup.log)"
+
+test: setup test-prepare ## run every test: unit, config validation and end to end in real Envoy, real vLLM pods included
 	cargo test $(TEST_CARGO)
 	$(MAKE) --no-print-directory test-core-wasm
 	$(PYTHON) scripts/check-links.py
