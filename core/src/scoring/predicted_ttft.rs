@@ -103,8 +103,8 @@ pub struct TtftBreakdown {
     pub step_ms: f64,
     /// The pod's learned mean step unscaled: the gap its running requests see between
     /// tokens. The TTFT calibration corrects predicted first tokens, which queue; it
-    /// would overstate the gaps (agentic sessions: 28 ms predicted at a factor near 3
-    /// where the requests' ITL p90 was 15 ms).
+    /// would overstate the gaps (agentic sessions: 28 ms predicted where the requests'
+    /// ITL p90 was 15 ms).
     pub itl_ms: f64,
     pub adapter_ms: f64,
     pub decode_ms: f64,
