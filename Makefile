@@ -103,7 +103,7 @@ test-build:
 # and unpacking (5-6 min the first time, 0.1 s after), the builds mostly CPU (12 min on
 # 2 cores from a clean clone), so side by side they take about the builds' time.
 # A failed build stops the install (setup.sh resumes it next time).
-test-prepare: rust-targets binaryen
+test-prepare:
 	@mkdir -p .run; \
 	  echo "engines/vllm/setup.sh runs beside the builds; its log: .run/vllm-setup.log"; \
 	  engines/vllm/setup.sh > .run/vllm-setup.log 2>&1 & vllm=$$!; \

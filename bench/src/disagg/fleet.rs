@@ -54,16 +54,6 @@ impl Layout {
             Layout::Hybrid { both } => format!("{both}B{}D", pods.saturating_sub(both)),
         }
     }
-
-    /// For a fleet with roles: how many pods come first (before the decode pods), and
-    /// whether they only prefill (else they do both).
-    fn role_split(self) -> Option<(usize, bool)> {
-        match self {
-            Layout::Aggregated => None,
-            Layout::Split { prefill } => Some((prefill, true)),
-            Layout::Hybrid { both } => Some((both, false)),
-        }
-    }
 }
 
 /// The network between a prefill pod and a decode pod. Each decode pod pulls one
@@ -98,21 +88,21 @@ impl Link {
 /// `split` (`None` keeps the section out: infergate then routes the pool whole).
 pub fn fleet_config(pods: usize, layout: Layout, link: Link, split: Option<SplitPolicy>) -> FleetConfig {
     let mut fleet = FleetConfig::new(pods, &[]);
-    if let (Some((first, prefill_only)), Some(split)) = (layout.role_split(), split) {
-        // Pods in neither list do both.
-        let prefill_endpoints =
-            if prefill_only { fleet.endpoints.iter().take(first).copied().collect() } else { Vec::new() };
-        let disaggregation = Disaggregation {
-            split,
-            prefill_endpoints,
-            decode_endpoints: fleet.endpoints.iter().skip(first).copied().collect(),
-            kv_bytes_per_token: link.kv_bytes_per_token,
-            transfer_gb_per_s: link.gb_per_s,
-            ..Disaggregation::default()
-        };
-        for pool in &mut fleet.routing.pools {
-            pool.disaggregation = Some(disaggregation.clone());
-        }
+    let Some(split) = split.filter(|_| layout != Layout::Aggregated) else { return fleet };
+    // Pods in neither list do both.
+    let with_role = |role: PodRole| -> Vec<_> {
+        fleet.endpoints.iter().zip(layout.roles(pods)).filter(|(_, r)| *r == role).map(|(e, _)| *e).collect()
+    };
+    let disaggregation = Disaggregation {
+        split,
+        prefill_endpoints: with_role(PodRole::Prefill),
+        decode_endpoints: with_role(PodRole::Decode),
+        kv_bytes_per_token: link.kv_bytes_per_token,
+        transfer_gb_per_s: link.gb_per_s,
+        ..Disaggregation::default()
+    };
+    for pool in &mut fleet.routing.pools {
+        pool.disaggregation = Some(disaggregation.clone());
     }
     fleet
 }
