@@ -85,13 +85,15 @@ impl KvCache {
         Some(Allocation { hashed: hashes.to_vec(), private, hit_blocks: hits as u64 })
     }
 
-    /// Returns a finished request's blocks; its prompt blocks stay cached.
+    /// Returns a finished request's blocks; its prompt blocks stay cached. They are
+    /// freed tail first, as vLLM's `free` does (`single_type_kv_cache_manager.py`): a
+    /// prompt loses its last blocks first, so what stays cached of it is a prefix.
     pub fn release(&mut self, allocation: &Allocation) {
-        self.clock += 1;
-        for hash in &allocation.hashed {
+        for hash in allocation.hashed.iter().rev() {
             if let Some(block) = self.blocks.get_mut(hash) {
                 block.refs = block.refs.saturating_sub(1);
                 if block.refs == 0 {
+                    self.clock += 1;
                     self.referenced = self.referenced.saturating_sub(1);
                     block.last_used = self.clock;
                     self.evictable.insert((self.clock, *hash));
@@ -140,6 +142,21 @@ mod tests {
         assert_eq!(c.hit_blocks, 0);
         assert_eq!(kv.cached_prefix(&[1, 2]), 0, "the oldest blocks were evicted");
         assert_eq!(kv.cached_prefix(&[3, 4]), 2);
+    }
+
+    #[test]
+    fn a_prompt_is_evicted_from_its_tail() {
+        let mut kv = KvCache::new(6);
+        // Hashes in ascending order: evicted by hash, a prompt would lose its head first.
+        let a = kv.allocate(&[10, 20, 30, 40], 0).unwrap();
+        kv.release(&a);
+        let b = kv.allocate(&[91, 92, 93], 0).unwrap();
+        assert_eq!(kv.cached_prefix(&[10, 20, 30, 40]), 3, "the tail block went first");
+        kv.release(&b);
+        let c = kv.allocate(&[94, 95, 96, 97], 0).unwrap();
+        assert_eq!(c.hit_blocks, 0);
+        assert_eq!(kv.cached_prefix(&[10, 20, 30, 40]), 0, "older than b's blocks");
+        assert_eq!(kv.cached_prefix(&[91, 92, 93]), 2, "b keeps its head, not its tail");
     }
 
     #[test]
