@@ -23,8 +23,8 @@
 use super::{Candidate, RequestShape, TtftBreakdown};
 
 /// An owner keeps the request while its in-flight count is at most this many times the
-/// pool's mean (plus one). 1.25–3 measured alike on shared-prefix and multi-round-chat;
-/// on the agentic sessions at 32 at once, 3 against 1.5 took TTFT p90 from 2,064 to
+/// pool's mean (plus one). 1.25–3 measured alike on shared-prefix, 1.5 and 3 alike on
+/// multi-round-chat; on the agentic sessions at 32 at once, 3 against 1.5 took TTFT p90 from 2,064 to
 /// 1,756 ms (mean 1,260 → 1,269 ms), a session's 100k-token prefix being worth a longer
 /// queue than a chat's; at 64 it changed nothing (quick suite, seed 42, 2026-12-07).
 pub const OWNER_LOAD_BOUND: f64 = 3.0;
