@@ -57,6 +57,16 @@ impl Inputs<'_> {
         self.subset.is_none_or(|subset| subset.contains(&pod))
     }
 
+    /// The share of `pod`'s prefix capacity that blocks a later request matched hold:
+    /// 0 until a snapshot gives the pod's KV size.
+    fn prefix_held_share(&self, pod: Endpoint) -> f64 {
+        let reused = self.prefix.reused_blocks_of(pod) as f64;
+        self.capacity
+            .get(&pod)
+            .filter(|&&capacity| capacity > 0)
+            .map_or(0.0, |&capacity| (reused / capacity as f64).min(1.0))
+    }
+
     /// Blocks `pod`'s prefix cache can take before it evicts any that a later request
     /// matched (old prompts' tails evict for free): unknown (infinite) until a snapshot
     /// gives the pod's KV size.
@@ -241,6 +251,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(pod.address),
+        prefix_held_share: inputs.prefix_held_share(pod.address),
         // Learned speeds change slowly: they stay usable whatever their age.
         learned: LearnedRates {
             prefill_tokens_per_s: signals.prefill_tokens_per_s,
@@ -353,6 +364,7 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
         prefix_room_blocks: inputs.prefix_room(endpoint),
+        prefix_held_share: inputs.prefix_held_share(endpoint),
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,
         ttft_factor: inputs.ttft_factor,

@@ -102,6 +102,9 @@ pub struct Candidate {
     /// Prompt blocks the pod's prefix cache can take before it evicts blocks a later
     /// request matched, as this router's index counts them (`f64::INFINITY` when unknown).
     pub prefix_room_blocks: f64,
+    /// The share of the pod's prefix capacity, in 0..=1, that blocks a later request
+    /// matched hold, as this router's index counts them (0 when unknown).
+    pub prefix_held_share: f64,
     pub learned: LearnedRates,
     /// False until the pod has reported metrics at least once.
     pub has_metrics: bool,
@@ -187,6 +190,7 @@ pub(crate) fn candidate(port: u16, waiting: f64, running: f64, kv: Option<f64>) 
         matched_blocks: 0,
         total_blocks: 0,
         prefix_room_blocks: f64::INFINITY,
+        prefix_held_share: 0.0,
         learned: LearnedRates::default(),
         has_metrics: true,
         ttft_factor: 1.0,
