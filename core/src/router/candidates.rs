@@ -57,22 +57,18 @@ impl Inputs<'_> {
         self.subset.is_none_or(|subset| subset.contains(&pod))
     }
 
-    /// The share of `pod`'s prefix capacity that blocks a later request matched hold:
-    /// 0 until a snapshot gives the pod's KV size.
-    fn prefix_held_share(&self, pod: Endpoint) -> f64 {
-        let reused = self.prefix.reused_blocks_of(pod) as f64;
-        self.capacity
-            .get(&pod)
-            .filter(|&&capacity| capacity > 0)
-            .map_or(0.0, |&capacity| (reused / capacity as f64).min(1.0))
-    }
-
-    /// Blocks `pod`'s prefix cache can take before it evicts any that a later request
-    /// matched (old prompts' tails evict for free): unknown (infinite) until a snapshot
-    /// gives the pod's KV size.
-    fn prefix_room(&self, pod: Endpoint) -> f64 {
+    /// What `pod`'s prefix cache holds of prefixes a later request matched (old
+    /// prompts' tails evict for free): the blocks it can take before it evicts any of
+    /// them, and the share of its capacity they fill. Unknown (infinite room, no share)
+    /// until a snapshot gives the pod's KV size.
+    fn prefix_space(&self, pod: Endpoint) -> (f64, f64) {
         let reused = self.prefix.reused_blocks_of(pod);
-        self.capacity.get(&pod).map_or(f64::INFINITY, |&capacity| capacity.saturating_sub(reused) as f64)
+        match self.capacity.get(&pod) {
+            Some(&capacity) if capacity > 0 => {
+                (capacity.saturating_sub(reused) as f64, (reused as f64 / capacity as f64).min(1.0))
+            }
+            _ => (f64::INFINITY, 0.0),
+        }
     }
 
     /// This replica's live load on `pod` (one shared-data read inside Envoy), and the
@@ -237,6 +233,7 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
     let away = inputs.away.get(&pod.address).copied().unwrap_or(0).min(load.in_flight);
     let in_flight = load.in_flight - away;
     let fresh = age_ok(pod, settings.signal_max_age_ms, inputs.now_ms);
+    let (prefix_room_blocks, prefix_held_share) = inputs.prefix_space(pod.address);
     let mut candidate = Candidate {
         endpoint: pod.address,
         // A role label the agent read wins; otherwise the pool's static lists.
@@ -250,8 +247,8 @@ fn from_pod(pod: &PodState, inputs: &Inputs<'_>) -> (Candidate, bool) {
         // Filled for all candidates at once (`build`).
         matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
-        prefix_room_blocks: inputs.prefix_room(pod.address),
-        prefix_held_share: inputs.prefix_held_share(pod.address),
+        prefix_room_blocks,
+        prefix_held_share,
         // Learned speeds change slowly: they stay usable whatever their age.
         learned: LearnedRates {
             prefill_tokens_per_s: signals.prefill_tokens_per_s,
@@ -352,6 +349,7 @@ fn fresh_load(signals: &PodSignals, in_flight: u32, sent_since_scrape: f64) -> (
 fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Candidate {
     let (_, load) = inputs.loads(endpoint);
     let in_flight = f64::from(load.in_flight);
+    let (prefix_room_blocks, prefix_held_share) = inputs.prefix_space(endpoint);
     Candidate {
         endpoint,
         role: inputs.pool.role_of(endpoint),
@@ -363,8 +361,8 @@ fn unobserved(endpoint: Endpoint, inputs: &Inputs<'_>, no_snapshot: bool) -> Can
         adapter: if inputs.adapter.is_some() { AdapterState::Unknown } else { AdapterState::NotNeeded },
         matched_blocks: 0,
         total_blocks: inputs.chain.blocks as usize,
-        prefix_room_blocks: inputs.prefix_room(endpoint),
-        prefix_held_share: inputs.prefix_held_share(endpoint),
+        prefix_room_blocks,
+        prefix_held_share,
         learned: LearnedRates::default(),
         has_metrics: no_snapshot,
         ttft_factor: inputs.ttft_factor,
