@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::disagg::{PrefillLeg, SplitVerdict};
-use crate::config::{Criticality, Profile, RoutingSettings, ScoringMode};
+use crate::config::{Criticality, PodRole, Profile, RoutingSettings, ScoringMode};
 use crate::endpoint::Endpoint;
 use crate::prefix::{AdapterLoad, PrefixChain};
 use crate::scoring::{AdapterState, Candidate, RequestShape, TtftBreakdown, predicted_ttft};
@@ -42,6 +42,8 @@ pub struct PodReport {
     /// The prompt tokens the matched blocks hold (all but the last token at most).
     pub cached_tokens: f64,
     pub adapter: AdapterState,
+    /// What the pod serves in a disaggregated pool (`Both` in any other).
+    pub role: PodRole,
     pub ttft: TtftBreakdown,
 }
 
@@ -62,6 +64,7 @@ impl PodReport {
             matched_blocks: c.matched_blocks,
             cached_tokens: shape.cached_tokens(c.matched_blocks),
             adapter: c.adapter,
+            role: c.role,
             ttft: predicted_ttft(c, shape, &settings.cost, profile),
         }
     }

@@ -20,6 +20,7 @@ fn report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms
         matched_blocks: 0,
         cached_tokens,
         adapter: AdapterState::NotNeeded,
+        role: PodRole::Decode,
         ttft: TtftBreakdown {
             queue_ms,
             kv_wait_ms: 0.0,
@@ -49,6 +50,23 @@ fn a_long_prompt_to_a_busy_decode_pod_is_split() {
     // 5,000 tokens × 128 KiB at 25 GB/s.
     assert!((v.transfer_ms - 26.2).abs() < 0.1, "{}", v.transfer_ms);
     assert!((v.interference_ms - 32.0 * 400.0).abs() < 1e-6);
+}
+
+#[test]
+fn a_prefill_pod_that_also_decodes_is_charged_the_stall_it_takes_over() {
+    // The decode pod's one running request would be stalled 400 ms; so would the two
+    // whole requests a pod of role both runs: splitting there spares nothing.
+    let decode = report(1, 1.0, 0.0, 400.0, 0.0);
+    let prefill_only = PodReport { role: PodRole::Prefill, ..report(2, 2.0, 0.0, 400.0, 0.0) };
+    let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill_only));
+    assert_eq!((v.split, v.reason, v.leg_interference_ms), (true, SplitReason::Gain, 0.0), "{v:?}");
+    let both = PodReport { role: PodRole::Both, ..prefill_only };
+    let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&both));
+    assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
+    assert!((v.leg_interference_ms - 2.0 * 400.0).abs() < 1e-6, "{v:?}");
+    // An idle pod of role both stalls nothing: the split stands.
+    let idle_both = PodReport { running: 0.0, ..both };
+    assert_eq!(verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&idle_both)).reason, SplitReason::Gain);
 }
 
 #[test]
