@@ -9,6 +9,7 @@ fn ep(port: u16) -> Endpoint {
     Endpoint::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
+/// A decode pod's report; see [`prefill_report`] for a prefill pod's.
 fn report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms: f64) -> PodReport {
     let step_ms = 20.0;
     PodReport {
@@ -39,11 +40,16 @@ fn report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms
     }
 }
 
+/// A prefill-only pod's report.
+fn prefill_report(port: u16, running: f64, cached_tokens: f64, prefill_ms: f64, queue_ms: f64) -> PodReport {
+    PodReport { role: PodRole::Prefill, ..report(port, running, cached_tokens, prefill_ms, queue_ms) }
+}
+
 #[test]
 fn a_long_prompt_to_a_busy_decode_pod_is_split() {
     let settings = Disaggregation::default();
     let decode = report(1, 32.0, 0.0, 400.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 400.0, 0.0);
     let v = verdict(&settings, 5_000.0, &decode, Some(&prefill));
     assert!(v.split, "{v:?}");
     assert_eq!(v.reason, SplitReason::Gain);
@@ -57,7 +63,7 @@ fn a_prefill_pod_that_also_decodes_is_charged_the_stall_it_takes_over() {
     // The decode pod's one running request would be stalled 400 ms; so would the two
     // whole requests a pod of role both runs: splitting there spares nothing.
     let decode = report(1, 1.0, 0.0, 400.0, 0.0);
-    let prefill_only = PodReport { role: PodRole::Prefill, ..report(2, 2.0, 0.0, 400.0, 0.0) };
+    let prefill_only = prefill_report(2, 2.0, 0.0, 400.0, 0.0);
     let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill_only));
     assert_eq!((v.split, v.reason, v.leg_interference_ms), (true, SplitReason::Gain, 0.0), "{v:?}");
     let both = PodReport { role: PodRole::Both, ..prefill_only };
@@ -72,7 +78,7 @@ fn a_prefill_pod_that_also_decodes_is_charged_the_stall_it_takes_over() {
 #[test]
 fn an_idle_decode_pod_serves_the_request_whole() {
     let decode = report(1, 0.0, 0.0, 400.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 400.0, 0.0);
     let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
     assert!(v.split_ttft_ms > v.whole_ttft_ms);
@@ -81,7 +87,7 @@ fn an_idle_decode_pod_serves_the_request_whole() {
 #[test]
 fn a_prompt_the_decode_pod_mostly_holds_is_not_split() {
     let decode = report(1, 32.0, 4_900.0, 10.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 400.0, 0.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 400.0, 0.0);
     let v = verdict(&Disaggregation::default(), 5_000.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::ShortPrompt), "{v:?}");
     assert_eq!(v.uncached_tokens, 100.0);
@@ -91,7 +97,7 @@ fn a_prompt_the_decode_pod_mostly_holds_is_not_split() {
 fn a_queued_prefill_pod_loses_to_a_quiet_decode_pod() {
     // 400 ms queued on the prefill pod cost more than one decode's stall.
     let decode = report(1, 1.0, 0.0, 100.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 100.0, 400.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 100.0, 400.0);
     let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
 }
@@ -111,7 +117,7 @@ fn prefill_pods_queued_past_the_ttft_target_send_a_prompt_whole_to_a_decode_pod_
     // The prefill pod's 2 s queue is past 30% of the 2 s target; the decode pod steps
     // in 20 ms (under half the 50 ms ITL target) and our prefill there is 100 ms.
     let decode = report(1, 32.0, 0.0, 100.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 100.0, 2_000.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 100.0, 2_000.0);
     let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::PrefillQueue), "{v:?}");
     // Summed latency alone would split it: 32 decodes stalled 100 ms each.
@@ -134,7 +140,7 @@ fn the_itl_guard_reads_the_pods_own_step_not_the_ttft_calibrated_one() {
     // target; the pod's requests see 10 ms between tokens: no ITL at risk.
     let mut decode = stepping(report(1, 0.0, 0.0, 100.0, 0.0), 30.0);
     decode.ttft.itl_ms = 10.0;
-    let prefill = report(2, 0.0, 0.0, 100.0, 100.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 100.0, 100.0);
     let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
     decode.ttft.itl_ms = 30.0;
@@ -146,7 +152,7 @@ fn a_stalling_decode_pod_sends_even_a_prompt_that_costs_no_interference_to_prefi
     // Nothing runs on the decode pod (no interference to spare), but its steps take
     // 30 ms, past half the ITL target: the prefill pod takes the prompt in time.
     let decode = stepping(report(1, 0.0, 0.0, 100.0, 0.0), 30.0);
-    let prefill = report(2, 0.0, 0.0, 100.0, 100.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 100.0, 100.0);
     let v = verdict(&Disaggregation::default(), 1_500.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (true, SplitReason::ItlGuard), "{v:?}");
     let mut line = String::new();
@@ -159,11 +165,11 @@ fn a_stalling_decode_pod_that_holds_the_prefix_is_not_passed_over_for_a_pod_that
     // An agentic turn: the decode pod holds 97,000 of 100,000 tokens (100 ms of
     // prefill); the prefill pod would compute all of them (3 s) behind a queue.
     let decode = stepping(report(1, 8.0, 97_000.0, 100.0, 0.0), 30.0);
-    let prefill = report(2, 0.0, 0.0, 3_000.0, 500.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 3_000.0, 500.0);
     let v = verdict(&Disaggregation::default(), 100_000.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::NoGain), "{v:?}");
     // When it would compute as little, and queues past 30% of the target, it takes it.
-    let holding = report(2, 0.0, 97_000.0, 120.0, 1_000.0);
+    let holding = prefill_report(2, 0.0, 97_000.0, 120.0, 1_000.0);
     let v = verdict(&Disaggregation::default(), 100_000.0, &decode, Some(&holding));
     assert_eq!((v.split, v.reason), (true, SplitReason::ItlGuard), "{v:?}");
 }
@@ -174,7 +180,7 @@ fn a_stalling_decode_pod_keeps_a_turn_it_serves_in_time_from_a_prefill_pod_queue
     // prefill) and steps in 40 ms, past half the ITL target; the prefill pod holds as
     // much but queues 5 s behind other sessions.
     let decode = stepping(report(1, 2.0, 399_600.0, 60.0, 0.0), 40.0);
-    let prefill = report(2, 0.0, 399_600.0, 60.0, 5_000.0);
+    let prefill = prefill_report(2, 0.0, 399_600.0, 60.0, 5_000.0);
     let v = verdict(&Disaggregation::default(), 400_000.0, &decode, Some(&prefill));
     assert_eq!((v.split, v.reason), (false, SplitReason::PrefillQueue), "{v:?}");
     // 2 running requests stalled 60 ms each: 120 ms, within 5 ITL targets.
@@ -188,7 +194,7 @@ fn a_stalling_decode_pod_keeps_a_turn_it_serves_in_time_from_a_prefill_pod_queue
     let late = stepping(report(1, 2.0, 399_600.0, 60.0, 2_500.0), 40.0);
     assert_eq!(verdict(&Disaggregation::default(), 400_000.0, &late, Some(&prefill)).reason, SplitReason::ItlGuard);
     // Nor one the prefill pod beats.
-    let quick = report(2, 0.0, 399_600.0, 60.0, 700.0);
+    let quick = prefill_report(2, 0.0, 399_600.0, 60.0, 700.0);
     let slow = stepping(report(1, 2.0, 399_600.0, 60.0, 800.0), 40.0);
     assert_eq!(verdict(&Disaggregation::default(), 400_000.0, &slow, Some(&quick)).reason, SplitReason::ItlGuard);
 }
@@ -196,7 +202,7 @@ fn a_stalling_decode_pod_keeps_a_turn_it_serves_in_time_from_a_prefill_pod_queue
 #[test]
 fn policies_always_and_never_skip_the_comparison() {
     let decode = report(1, 0.0, 0.0, 1.0, 0.0);
-    let prefill = report(2, 0.0, 0.0, 1.0, 0.0);
+    let prefill = prefill_report(2, 0.0, 0.0, 1.0, 0.0);
     let always = Disaggregation { split: SplitPolicy::Always, ..Default::default() };
     assert_eq!(verdict(&always, 10.0, &decode, Some(&prefill)).reason, SplitReason::Always);
     assert_eq!(verdict(&always, 10.0, &decode, None).reason, SplitReason::NoPrefillPod);
@@ -343,4 +349,20 @@ fn a_split_request_waits_on_its_decode_pod_only_once_its_prefill_leg_is_back() {
     let third = router.route(&long_prompt(2_000), 1_030, &mut ledger).unwrap();
     assert_eq!(third.chosen.endpoint, ep(3), "{}", third.explain());
     assert_eq!((third.chosen.waiting, third.chosen.running), (1.0, 11.0), "{}", third.explain());
+}
+
+#[test]
+fn the_router_charges_a_busy_prefill_pod_of_role_both_its_own_stall() {
+    // Pod 3 decodes (no queue). With the prefill-only pods 1 and 2 queued, pod 5 (role
+    // both, 10 running) is the best prefill pod, and its running requests are charged.
+    let running = [0.0, 0.0, 2.0, 10.0, 10.0];
+    let mut router = pd_router_queued(SplitPolicy::Predicted, running, [40.0, 40.0, 0.0, 20.0, 1.0]);
+    let d = router.route(&long_prompt(4_000), 1_010, &mut LocalLedger::default()).unwrap();
+    assert_eq!(d.chosen.endpoint, ep(3), "{}", d.explain());
+    let v = d.split.expect("a disaggregated pool");
+    assert!(v.leg_interference_ms > 0.0, "{}", d.explain());
+    // With them free, the prefill pod is prefill-only, and charged nothing.
+    let mut router = pd_router_queued(SplitPolicy::Predicted, running, [0.0, 0.0, 0.0, 20.0, 1.0]);
+    let d = router.route(&long_prompt(4_000), 1_010, &mut LocalLedger::default()).unwrap();
+    assert_eq!(d.split.map(|v| v.leg_interference_ms), Some(0.0), "{}", d.explain());
 }
