@@ -19,12 +19,17 @@ goodput() {
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 path, load, policy = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-for workload in json.load(open(path))["workloads"]:
-    for name, results in workload["policies"]:
-        if name == policy:
-            for at, result in zip(workload["loads"], results):
-                if at == load:
-                    print(f"{result['goodput_per_s']:.3f}")
+found = [
+    result["goodput_per_s"]
+    for workload in json.load(open(path))["workloads"]
+    for name, results in workload["policies"]
+    if name == policy
+    for at, result in zip(workload["loads"], results)
+    if at == load
+]
+if len(found) != 1:
+    sys.exit(f"{path}: {len(found)} results for {policy} at {load:g}, expected 1")
+print(f"{found[0]:.3f}")
 PY
 }
 
@@ -52,7 +57,7 @@ done
   echo
   echo "\`disagg --quick --workloads agentic --loads $(IFS=,; echo "${loads[*]}") --seed N --prefill-pods 3,3b\`: \`pd/infergate\` on"
   echo "3 prefill + 5 decode, \`pd/infergate 3B5D\` on 3 pods that prefill and serve whole + 5 decode, \`agg/\` on 8 pods"
-  echo "that do both. To three places: over the 600-s run one request is 0.002 req/s."
+  echo "that do both. To three places: over the 600-s run one request is about 0.0017 req/s."
   for load in "${loads[@]}"; do
     echo
     echo "## Agentic sessions, $load at once, 8 pods"
