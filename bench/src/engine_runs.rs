@@ -141,6 +141,7 @@ pub async fn run(
         vllm = (0..count).map(|_| VllmPod::vllm(false, out)).collect();
         for pod in &mut vllm {
             pod.wait_ready(&client).await;
+            decode_check(&client, pod).await?;
         }
     }
     let external = (!vllm.is_empty()).then(|| (Engine::Vllm, vllm.iter().map(|p| p.address).collect()));
@@ -191,6 +192,54 @@ pub async fn run(
     drop(stack);
     drop(vllm);
     Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups, tail })
+}
+
+/// Tokens the decode check asks for.
+const CHECK_TOKENS: u64 = 16;
+
+/// The slowest decode the check accepts, per token, the first request's warm-up
+/// included: an idle pod here takes 40-90 ms ([`SMOLLM2_CPU`] decodes at 37).
+const CHECK_MAX_MS_PER_TOKEN: f64 = 1_000.0;
+
+/// Times one short answer straight from a fresh pod, before any policy's load, and
+/// fails the run when the engine decodes far slower than this machine's vLLM does.
+/// Once, every pod on this machine answered its first prefill and then decoded at 0.1
+/// to 0.3 tokens/s (TPOT 2.4 s); all three policies then timed out on all 600 requests,
+/// after 21 minutes, and the report measured the engines' hang, not routing. The
+/// check's prompt shares no prefix with the workload's groups, and the engines'
+/// counters are read after it.
+async fn decode_check(client: &reqwest::Client, pod: &VllmPod) -> Result<(), String> {
+    let body = serde_json::json!({
+        "model": MODEL,
+        "prompt": "Decode check: count slowly from one to twenty.",
+        "max_tokens": CHECK_TOKENS,
+        "ignore_eos": true,
+        "temperature": 0,
+    });
+    let started = std::time::Instant::now();
+    let url = format!("http://{}/v1/completions", pod.address);
+    let answer = client
+        .post(&url)
+        .json(&body)
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| format!("decode check on {}: {e}; the pod's log: {}", pod.address, pod.log.display()))?;
+    let answer: serde_json::Value =
+        answer.json().await.map_err(|e| format!("decode check on {}: unreadable answer: {e}", pod.address))?;
+    let tokens = answer.pointer("/usage/completion_tokens").and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let ms_per_token = started.elapsed().as_secs_f64() * 1000.0 / tokens.max(1) as f64;
+    eprintln!("decode check on {}: {tokens} tokens at {ms_per_token:.0} ms each", pod.address);
+    if tokens < CHECK_TOKENS || ms_per_token > CHECK_MAX_MS_PER_TOKEN {
+        return Err(format!(
+            "vLLM on {} answered {tokens} of {CHECK_TOKENS} tokens at {ms_per_token:.0} ms each (at most \
+             {CHECK_MAX_MS_PER_TOKEN:.0} expected): the engine, not routing, would be measured; its log: {}",
+            pod.address,
+            pod.log.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Reads every pod's prefix-cache and request counters from its `/metrics`.
