@@ -14,7 +14,7 @@ WASM := target/wasm32-wasip1/wasm/infergate_filter.wasm
 WASM_BUILD := cargo build --locked -p infergate-filter --target wasm32-wasip1 --profile wasm
 PYTHON ?= python3
 
-.PHONY: help setup rust-targets binaryen envoy openai-sdk node shellcheck redis prometheus wasm build \
+.PHONY: help setup rust-targets binaryen envoy openai-sdk peers node shellcheck redis prometheus wasm build \
   test-build test-prepare test test-fast test-core-wasm test-vllm test-vllm-pd vllm test-llamacpp llamacpp lint fmt demo demo-global demo-replicas demo-vllm demo-envoy demo-filter \
   demo-bins demo-vllm-setup kind-demo soak fuzz chaos bench bench-full bench-agent bench-global bench-flow bench-datapath bench-tables bench-engines inference-perf clean
 
@@ -23,7 +23,7 @@ help: ## this list
 	@awk -F ':[^#]*## ' '/^[a-z][a-z0-9-]*:[^=]*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST) | \
 	  sed $(foreach var,ENVOY_VERSION OPENAI_VERSION VENV WASM,-e 's|$$($(var))|$($(var))|g')
 
-setup: rust-targets envoy openai-sdk node shellcheck redis prometheus binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) and the OpenAI SDK $(OPENAI_VERSION) into $(VENV), binaryen, Node.js, shellcheck, redis-server, Prometheus
+setup: rust-targets envoy openai-sdk peers node shellcheck redis prometheus binaryen ## install the wasm target, Envoy $(ENVOY_VERSION) and the OpenAI SDK $(OPENAI_VERSION) into $(VENV), the peers' routers into .venv-peers, binaryen, Node.js, shellcheck, redis-server, Prometheus
 
 rust-targets:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
@@ -42,6 +42,12 @@ openai-sdk: $(OPENAI_STAMP) ## install the official OpenAI Python SDK $(OPENAI_V
 $(OPENAI_STAMP): $(ENVOY_STAMP)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check openai==$(OPENAI_VERSION)
 	@touch $@
+
+# The peers' own routers, smg and vllm-router, from a lock into .venv-peers: make test's
+# smoke test (tests/tests/peer_routers.rs) and make bench-peers run them. Idempotent:
+# under a second once done.
+peers: ## install the Shepherd Model Gateway (smg 1.13.0) and vLLM's router (vllm-router 0.1.17) into .venv-peers (engines/peers/setup.sh; ~40 s the first time)
+	engines/peers/setup.sh
 
 # kind-test checks that kind-test/run.sh is shellcheck-clean.
 shellcheck:

@@ -14,6 +14,7 @@ pub mod engines;
 pub mod favoured;
 pub mod fleet;
 pub mod llamacpp;
+pub mod peer_router;
 pub mod picker;
 pub mod procfs;
 pub mod soak;

@@ -1,6 +1,6 @@
 //! One simulated pod on its own port: the OpenAI API over its engine, `/metrics`, the
-//! KV handover of split requests, and an admin API to pin metrics, inject faults and
-//! kill the pod.
+//! probes routers send a vLLM server (`/health`, `/version`), the KV handover of split
+//! requests, and an admin API to pin metrics, inject faults and kill the pod.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -233,6 +233,17 @@ impl Pod {
     }
 }
 
+/// vLLM's liveness probe: 200 with an empty body while the engine runs. Routers probe it
+/// before they send a pod anything (smg and vllm-router refuse a worker without it).
+async fn health(State(pod): State<Arc<Pod>>) -> StatusCode {
+    if pod.is_killed() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK }
+}
+
+/// What vLLM's `/version` answers, naming model-sim instead of a vLLM release.
+async fn version() -> Response {
+    axum::Json(serde_json::json!({"version": concat!("model-sim-", env!("CARGO_PKG_VERSION"))})).into_response()
+}
+
 async fn metrics(State(pod): State<Arc<Pod>>) -> Response {
     ([("content-type", "text/plain; version=0.0.4")], pod.metrics_text()).into_response()
 }
@@ -295,6 +306,8 @@ pub fn router(pod: Arc<Pod>) -> Router {
         .route("/v1/chat/completions", post(api::chat_completions))
         .route("/v1/completions", post(api::completions))
         .route("/v1/models", get(api::list_models))
+        .route("/health", get(health))
+        .route("/version", get(version))
         .route("/metrics", get(metrics))
         // Where trtllm-serve (TensorRT-LLM 1.1 and later) serves Prometheus text.
         .route("/prometheus/metrics", get(metrics))
