@@ -1,5 +1,8 @@
 //! Part 2: the same load generator against the model-sim HTTP fleet behind real Envoy,
-//! with infergate, then with Envoy's own `round_robin`, `least_request` and `random`.
+//! with infergate, then with Envoy's own `round_robin`, `least_request` and `random`,
+//! and (`make bench-peers`) behind the peers' own routers run as gateways of their own.
+//! Every turn of a conversation or agent session names its session in
+//! [`SESSION_HEADER`], to every gateway alike.
 //! TTFT is measured at the client as the arrival of the first SSE chunk. The pods run
 //! `time_scale` times slower than the engine model, and arrivals are stretched by the
 //! same factor, so that virtual-time results compare with the discrete-event run.
@@ -8,10 +11,15 @@
 //! client sends each conversation's first turn to replica `id mod N` and each next turn
 //! to the replica after the previous turn's, so consecutive turns never share one.
 
+use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use infergate_core::config::GatewaySettings;
 use infergate_envoy_config::UpstreamPolicy;
+use infergate_harness::fleet::Fleet;
+use infergate_harness::peer_router::{PeerGateway, PeerRouter, SESSION_HEADER};
 use infergate_harness::{ModelSpec, Stack, StackSpec};
 use serde_json::json;
 use tokio::time::Instant;
@@ -101,14 +109,44 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
         access_log: false,
         replicas,
         scrape_interval_ms: SCRAPE_INTERVAL_MS,
+        // The product's default, not the tests' 30 s: an agentic call of 100k tokens
+        // and more can take longer than that, and the peers' routers wait 30 minutes.
+        request_timeout_ms: GatewaySettings::default().request_timeout_ms,
         ..StackSpec::default()
     })
     .await;
+    let urls: Vec<String> = stack.gateway_urls().iter().map(|g| format!("{g}/v1/chat/completions")).collect();
+    let measured = drive(&scenario, urls, &stack.fleet.pods, time_scale).await;
+    drop(stack);
+    measured
+}
+
+/// The same requests through one of the peers' own routers, run as its own gateway in
+/// front of fresh pods of the scenario's fleet (`log_dir` keeps the router's log).
+pub async fn run_peer(scenario: Arc<Scenario>, router: PeerRouter, time_scale: f64, log_dir: &Path) -> Measured {
+    let fleet = Fleet::start_serving(
+        scenario.pods,
+        scenario.profile,
+        time_scale,
+        &[BASE_MODEL.to_string()],
+        &scenario.adapters,
+    )
+    .await;
+    let gateway = PeerGateway::start(router, &fleet.pods, BASE_MODEL, log_dir).await;
+    let urls = vec![format!("{}/v1/chat/completions", gateway.url())];
+    let measured = drive(&scenario, urls, &fleet.pods, time_scale).await;
+    drop(gateway);
+    drop(fleet);
+    measured
+}
+
+/// Sends the scenario's requests through the gateways at `urls` (several replicas: see
+/// the module doc) to `pods`, and measures them and the pods' prefix-cache hits.
+pub async fn drive(scenario: &Arc<Scenario>, urls: Vec<String>, pods: &[SocketAddr], time_scale: f64) -> Measured {
     let client = reqwest::Client::builder().pool_max_idle_per_host(512).build().unwrap_or_default();
-    let urls: Arc<Vec<String>> =
-        Arc::new(stack.gateway_urls().iter().map(|g| format!("{g}/v1/chat/completions")).collect());
-    let pods: Arc<Vec<String>> = Arc::new(stack.fleet.pods.iter().map(ToString::to_string).collect());
-    let before = engine_runs::counters(&client, &stack.fleet.pods).await;
+    let urls = Arc::new(urls);
+    let pod_names: Arc<Vec<String>> = Arc::new(pods.iter().map(ToString::to_string).collect());
+    let before = engine_runs::counters(&client, pods).await;
     let outcomes = Arc::new(Mutex::new(vec![RequestOutcome::default(); scenario.requests.len()]));
     let trace = Arc::new(Mutex::new(vec![TraceLine::default(); scenario.requests.len()]));
     let mut followers: Vec<Vec<(usize, f64)>> = vec![Vec::new(); scenario.requests.len()];
@@ -119,6 +157,7 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
             }
         }
     }
+    let sessions = Arc::new(sessions(scenario, &followers));
     let followers = Arc::new(followers);
     let start = Instant::now();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -133,8 +172,9 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
                 client: client.clone(),
                 urls: Arc::clone(&urls),
                 replica: i % urls.len().max(1),
-                pods: Arc::clone(&pods),
-                scenario: Arc::clone(&scenario),
+                pods: Arc::clone(&pod_names),
+                scenario: Arc::clone(scenario),
+                sessions: Arc::clone(&sessions),
                 outcomes: Arc::clone(&outcomes),
                 trace: Arc::clone(&trace),
                 followers: Arc::clone(&followers),
@@ -151,14 +191,13 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
     }
     // The pods count a request when it finishes; the client saw it finish already.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let engines = engine_runs::counters(&client, &stack.fleet.pods).await.since(&before);
-    drop(stack);
+    let engines = engine_runs::counters(&client, pods).await.since(&before);
     let outcomes = outcomes.lock().map(|o| o.clone()).unwrap_or_default();
     let mut result = RunResult::from_outcomes(&outcomes);
     result.prefix_hit_rate = engines.hit_rate().unwrap_or(0.0);
     // A turn never sent (due after the end) has no line: its slot is still the default.
     let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
-    let follow_ups = FollowUps::count(&scenario, &outcomes, &trace);
+    let follow_ups = FollowUps::count(scenario, &outcomes, &trace);
     let trace = trace
         .into_iter()
         .enumerate()
@@ -166,6 +205,23 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
         .map(|(_, line)| line)
         .collect();
     Measured { result, follow_ups, trace }
+}
+
+/// Each request's session, as a client would name it in [`SESSION_HEADER`]: the turns
+/// of one conversation (or agent session) share the id of its first, and a request that
+/// is no turn of one has none.
+fn sessions(scenario: &Scenario, followers: &[Vec<(usize, f64)>]) -> Vec<Option<String>> {
+    let mut session: Vec<Option<String>> = vec![None; scenario.requests.len()];
+    for (i, request) in scenario.requests.iter().enumerate() {
+        let root = match request.arrival {
+            Arrival::After { previous, .. } => session.get(previous).cloned().flatten(),
+            Arrival::At(_) => followers.get(i).is_some_and(|f| !f.is_empty()).then(|| format!("session-{i}")),
+        };
+        if let Some(slot) = session.get_mut(i) {
+            *slot = root;
+        }
+    }
+    session
 }
 
 /// Where the follow-up turns whose both turns were served went.
@@ -236,6 +292,8 @@ struct Ctx {
     /// The pods' addresses, in `RequestOutcome::pod` order.
     pods: Arc<Vec<String>>,
     scenario: Arc<Scenario>,
+    /// Each request's [`SESSION_HEADER`], if it is a turn of a session.
+    sessions: Arc<Vec<Option<String>>>,
     outcomes: Arc<Mutex<Vec<RequestOutcome>>>,
     trace: Arc<Mutex<Vec<TraceLine>>>,
     followers: Arc<Vec<Vec<(usize, f64)>>>,
@@ -249,7 +307,8 @@ fn spawn_request(ctx: Ctx) {
         let virtual_now = |at: Instant| at.duration_since(ctx.start).as_secs_f64() / ctx.time_scale;
         let arrival = Instant::now();
         let url = ctx.urls.get(ctx.replica).map_or("", String::as_str);
-        let (first, finished, served_by, decision) = send(&ctx.client, url, request).await;
+        let session = ctx.sessions.get(ctx.id).and_then(Option::as_deref);
+        let (first, finished, served_by, decision) = send(&ctx.client, url, request, session).await;
         if let Ok(mut trace) = ctx.trace.lock() {
             if let Some(line) = trace.get_mut(ctx.id) {
                 let to_virtual = |ms: f64| ms / ctx.time_scale;
@@ -328,11 +387,15 @@ pub fn chat_body(request: &BenchRequest) -> serde_json::Value {
     })
 }
 
-/// Sends one streamed chat request.
-async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest) -> Sent {
+/// Sends one streamed chat request, naming its session if it has one.
+async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest, session: Option<&str>) -> Sent {
     let body = chat_body(request);
     let attempt = async {
-        let mut response = client.post(url).json(&body).send().await.ok()?;
+        let mut post = client.post(url).json(&body);
+        if let Some(session) = session {
+            post = post.header(SESSION_HEADER, session);
+        }
+        let mut response = post.send().await.ok()?;
         if !response.status().is_success() {
             return Some((None, None, None, None));
         }

@@ -22,7 +22,7 @@ pub struct RequestOutcome {
 }
 
 /// Latency percentiles in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub mean: f64,
     pub p50: f64,

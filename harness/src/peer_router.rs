@@ -40,9 +40,11 @@ pub enum PeerRouter {
     /// new one goes to the least loaded. Sessions are named by [`SESSION_HEADER`].
     VllmRouterSticky,
     /// `vllm-router --policy kv_aware`, fed each pod's KV-event stream (vLLM's
-    /// `--kv-events-config` ZMQ publisher), with session affinity when `session_ttl_s`
-    /// is set. `tokenizer` is the served model's local tokenizer directory.
-    VllmRouterKvAware { kv_events: Vec<(SocketAddr, String)>, tokenizer: PathBuf, session_ttl_s: Option<u64> },
+    /// `--kv-events-config` ZMQ publisher, `tcp://HOST:PORT`), with session affinity
+    /// when `session_ttl_s` is set. The router hashes the token ids the events carry in
+    /// blocks of `block_size` (the pods' own), and gets a prompt's token ids from each
+    /// pod's `/v1/chat/completions/render` (vLLM serves it with `--enable-scale-out`).
+    VllmRouterKvAware { kv_events: Vec<(SocketAddr, String)>, block_size: u32, session_ttl_s: Option<u64> },
 }
 
 impl PeerRouter {
@@ -94,11 +96,13 @@ impl PeerRouter {
             PeerRouter::SmgCacheAware | PeerRouter::SmgPrefixHash => {
                 args.extend(["--log-level".into(), "warn".into()]);
             }
-            PeerRouter::VllmRouterKvAware { kv_events, tokenizer, session_ttl_s } => {
+            PeerRouter::VllmRouterKvAware { kv_events, block_size, session_ttl_s } => {
                 for (pod, endpoint) in kv_events {
                     args.extend(["--kv-event-source".into(), format!("http://{pod}={endpoint}")]);
                 }
-                args.extend(["--kv-event-model".into(), tokenizer.display().to_string()]);
+                // The model's name in the router's index: a label, not a tokenizer.
+                args.extend(["--kv-event-model".into(), "served".into()]);
+                args.extend(["--kv-event-block-size".into(), block_size.to_string()]);
                 if let Some(ttl) = session_ttl_s {
                     args.extend(["--kv-aware-session-affinity-ttl-secs".into(), ttl.to_string()]);
                 }
@@ -229,11 +233,12 @@ mod tests {
         assert!(sticky.contains("--policy sticky_least_loaded"), "{sticky}");
         let kv = PeerRouter::VllmRouterKvAware {
             kv_events: vec![(pods[0], "tcp://127.0.0.1:5557".into())],
-            tokenizer: PathBuf::from("/models/m"),
+            block_size: 128,
             session_ttl_s: Some(600),
         };
         let kv = kv.args(8000, 8001, &pods).join(" ");
         assert!(kv.contains("--kv-event-source http://127.0.0.1:9001=tcp://127.0.0.1:5557"), "{kv}");
+        assert!(kv.contains("--kv-event-block-size 128"), "{kv}");
         assert!(kv.contains("--kv-aware-session-affinity-ttl-secs 600"), "{kv}");
     }
 
@@ -244,7 +249,7 @@ mod tests {
             PeerRouter::SmgPrefixHash,
             PeerRouter::VllmRouterCacheAware,
             PeerRouter::VllmRouterSticky,
-            PeerRouter::VllmRouterKvAware { kv_events: Vec::new(), tokenizer: PathBuf::new(), session_ttl_s: None },
+            PeerRouter::VllmRouterKvAware { kv_events: Vec::new(), block_size: 16, session_ttl_s: None },
         ]
         .iter()
         .map(PeerRouter::name)

@@ -1,0 +1,201 @@
+//! `peers`: BENCHMARKS.md's comparison with the peers' own routers. infergate in real
+//! Envoy, the Shepherd Model Gateway (`smg`) and vLLM's router (`vllm-router`) as
+//! installed from PyPI, and Envoy's `round_robin` and `least_request`, each in front of
+//! fresh pods, on the same requests at the same times. Writes `results.json` (the
+//! schema of `infergate_bench::peers::PeerResults`), `results.md` and a TTFT p90 chart
+//! to `--out`, the JSON again after every run so that a stopped run keeps what it made,
+//! and each run's requests (`trace-<workload>-<load>-<gateway>.jsonl`: when each was
+//! sent, the pod that answered, its TTFT).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use infergate_bench::peers::{GATEWAYS, Gateway, PeerResults, PeerRun, report};
+use infergate_bench::provenance::Provenance;
+use infergate_bench::workloads::{Scenario, TraceReplay, Workload};
+use infergate_bench::{cli, e2e, suite};
+use infergate_harness::peer_router::{SMG_VERSION, VLLM_ROUTER_VERSION, peers_venv};
+
+/// Runs infergate beside the peers' own routers, end to end.
+#[derive(Parser)]
+struct Args {
+    /// Only these gateways (comma-separated), in the report's order.
+    #[arg(long, value_delimiter = ',', default_values_t = GATEWAYS.map(String::from))]
+    gateways: Vec<String>,
+    /// Only these workloads (comma-separated): bursty-chat, shared-prefix,
+    /// trace-replay, agentic.
+    #[arg(long, value_delimiter = ',', default_values_t = PART_2_WORKLOADS.map(String::from))]
+    workloads: Vec<String>,
+    /// The recorded agent sessions `agentic` replays (the format of
+    /// ../shared/traces/agentic); `AGENTIC=DIR make bench-peers` sets it.
+    #[arg(long, value_name = "DIR", default_value = suite::DEFAULT_AGENTIC)]
+    agentic: PathBuf,
+    /// Sessions at once of `agentic`, each a run of its own.
+    #[arg(long, value_delimiter = ',', default_values_t = [16.0, 32.0])]
+    agentic_sessions: Vec<f64>,
+    /// Seconds `agentic` sends calls for (sessions start within the first 120).
+    #[arg(long, default_value_t = 300.0)]
+    agentic_duration: f64,
+    /// The Mooncake trace `trace-replay` replays (its first minute at 2×).
+    #[arg(long, default_value = suite::DEFAULT_TRACE)]
+    trace: PathBuf,
+    /// The pods run this many times slower than the engine model, arrivals alike.
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Seed of every workload's requests.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[arg(long, default_value = "bench/results/peers")]
+    out: PathBuf,
+}
+
+const PART_2_WORKLOADS: [&str; 4] = ["bursty-chat", "shared-prefix", "trace-replay", "agentic"];
+
+/// Part 2's workloads: part 2's request sets, and the agentic sessions at each load.
+fn part_2_workloads(args: &Args) -> Result<Vec<Box<dyn Workload>>, String> {
+    let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
+    let wanted = |name: &str| args.workloads.iter().any(|w| w == name);
+    let trace = if wanted(TraceReplay::NAME) {
+        let trace = TraceReplay::load(&args.trace, vec![suite::E2E_TRACE_SPEED], Some(suite::E2E_TRACE_WINDOW_S))
+            .map_err(|e| format!("trace-replay: {e}"))?;
+        Some(trace)
+    } else {
+        None
+    };
+    for (workload, _) in suite::e2e_workloads(trace) {
+        if wanted(workload.name()) {
+            workloads.push(workload);
+        }
+    }
+    if wanted("agentic") {
+        let agentic = suite::agentic(
+            suite::SuiteKind::Quick,
+            &args.agentic,
+            Some(args.agentic_sessions.clone()),
+            Some(args.agentic_duration),
+        )
+        .map_err(|e| format!("agentic: {e}"))?;
+        workloads.push(Box::new(agentic));
+    }
+    Ok(workloads)
+}
+
+fn check(args: &Args) -> Result<(), String> {
+    if let Some(unknown) = args.gateways.iter().find(|g| Gateway::named(g).is_none()) {
+        return Err(format!("--gateways: unknown gateway `{unknown}`; choose from {}", GATEWAYS.join(", ")));
+    }
+    if let Some(unknown) = args.workloads.iter().find(|w| !PART_2_WORKLOADS.contains(&w.as_str())) {
+        return Err(format!("--workloads: unknown workload `{unknown}`; choose from {}", PART_2_WORKLOADS.join(", ")));
+    }
+    if args.time_scale.is_nan() || args.time_scale <= 0.0 {
+        return Err("--time-scale must be above 0".into());
+    }
+    peers_venv()?;
+    Ok(())
+}
+
+/// One gateway on one scenario; `None` for a gateway that cannot run on these pods.
+async fn run_one(args: &Args, gateway: &Gateway, scenario: &Arc<Scenario>, logs: &Path) -> Option<e2e::Measured> {
+    Some(match gateway {
+        Gateway::Envoy(policy) => e2e::run(Arc::clone(scenario), *policy, args.time_scale, 1).await,
+        Gateway::Peer(kind) => {
+            e2e::run_peer(Arc::clone(scenario), kind.without_kv_events()?, args.time_scale, logs).await
+        }
+    })
+}
+
+fn write_results(out: &Path, results: &PeerResults) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    let path = out.join("results.json");
+    std::fs::write(&path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Err(message) = check(&args) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
+    if let Err(code) = cli::preflight(false) {
+        return code;
+    }
+    let workloads = match part_2_workloads(&args) {
+        Ok(workloads) => workloads,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(args.out.join("logs")) {
+        eprintln!("error: cannot create {}: {e}", args.out.display());
+        return ExitCode::FAILURE;
+    }
+    let runtime = match cli::runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let mut results = PeerResults {
+        provenance: Provenance::here(),
+        peers: vec![format!("smg {SMG_VERSION}"), format!("vllm-router {VLLM_ROUTER_VERSION}")],
+        runs: Vec::new(),
+    };
+    let gateways: Vec<(String, Gateway)> =
+        args.gateways.iter().filter_map(|g| Gateway::named(g).map(|gateway| (g.clone(), gateway))).collect();
+    let steps: usize = workloads.iter().map(|w| w.steps().len()).sum();
+    let bar = ProgressBar::new((steps * gateways.len()) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    for workload in &workloads {
+        for step in workload.steps() {
+            let scenario =
+                Arc::new(workload.scenario(step, suite::e2e_request_set_seed(workload.name(), args.seed, 0)));
+            for (name, gateway) in &gateways {
+                bar.set_message(format!("{} at {}: {name}", workload.name(), step.qps));
+                match runtime.block_on(run_one(&args, gateway, &scenario, &args.out.join("logs"))) {
+                    Some(measured) => {
+                        let run = PeerRun::of(2, workload.name(), step.qps, name, scenario.pods, &measured.result);
+                        let trace = args.out.join(format!("trace-{}-{}-{name}.jsonl", workload.name(), step.qps));
+                        let lines: Vec<String> =
+                            measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+                        if let Err(e) = std::fs::write(&trace, lines.join("\n") + "\n") {
+                            eprintln!("error: cannot write {}: {e}", trace.display());
+                            return ExitCode::FAILURE;
+                        }
+                        bar.println(format!(
+                            "{} at {}: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
+                            workload.name(),
+                            step.qps,
+                            run.ttft_ms.p90,
+                            run.ttft_ms.mean,
+                            run.failed,
+                            run.requests,
+                            run.prefix_hit_rate * 100.0
+                        ));
+                        results.runs.push(run);
+                        if let Err(message) = write_results(&args.out, &results) {
+                            eprintln!("error: {message}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                    None => bar.println(format!(
+                        "{} at {}: {name} skipped: it needs the pods' KV events, which model-sim does not publish",
+                        workload.name(),
+                        step.qps
+                    )),
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_with_message("done");
+    if let Err(message) = report::chart(&args.out, &results) {
+        eprintln!("error: the chart: {message}");
+        return ExitCode::FAILURE;
+    }
+    cli::report(&args.out, &report::markdown(&results))
+}
