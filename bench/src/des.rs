@@ -79,8 +79,10 @@ impl<E> Timeline<E> {
 /// Gives up on requests still unfinished this long after arrivals stop.
 const DRAIN_LIMIT_S: f64 = 600.0;
 
+/// Runs with the policy's own scrape interval (the agent's default unless it has one).
 pub fn run(scenario: &Scenario, policy: &mut dyn Policy) -> RunResult {
-    run_scraped_every(scenario, policy, SCRAPE_INTERVAL_S)
+    let interval = policy.scrape_interval_s().unwrap_or(SCRAPE_INTERVAL_S);
+    run_scraped_every(scenario, policy, interval)
 }
 
 /// The same, with the agent scraping every `scrape_interval_s` (part 2's agent scrapes
@@ -98,7 +100,8 @@ pub fn run_scraped_every(scenario: &Scenario, policy: &mut dyn Policy, scrape_in
 
 /// The same run, returning each request's outcome and the pods' final state.
 pub fn run_outcomes(scenario: &Scenario, policy: &mut dyn Policy) -> (Vec<RequestOutcome>, Vec<Engine>) {
-    run_outcomes_scraped_every(scenario, policy, SCRAPE_INTERVAL_S)
+    let interval = policy.scrape_interval_s().unwrap_or(SCRAPE_INTERVAL_S);
+    run_outcomes_scraped_every(scenario, policy, interval)
 }
 
 /// [`run_outcomes`] with the agent scraping every `scrape_interval_s`.
@@ -122,7 +125,10 @@ fn simulate(scenario: &Scenario, policy: &mut dyn Policy, scrape_interval_s: f64
     let plan = &scenario.calibration;
     let fleet = FleetConfig::new(scenario.pods, &scenario.adapters);
     let mut engines: Vec<Engine> = (0..scenario.pods)
-        .map(|_| Engine::new(scenario.profile).reporting_time_scale(plan.reporting_time_scale))
+        .map(|_| {
+            let engine = Engine::new(scenario.profile).reporting_time_scale(plan.reporting_time_scale);
+            if policy.reads_kv_events() { engine.recording_kv_events() } else { engine }
+        })
         .collect();
     // The pods policies may pick at `now`: at least the first one.
     let present = |now: f64| plan.present(scenario.pods, now).clamp(1, scenario.pods.max(1));

@@ -107,6 +107,15 @@ async fn run_one(args: &Args, gateway: &Gateway, scenario: &Arc<Scenario>, logs:
     })
 }
 
+/// A line above the progress bar, or on stderr where no bar is drawn (not a terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 fn write_results(out: &Path, results: &PeerResults) -> Result<(), String> {
     let json = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     let path = out.join("results.json");
@@ -166,27 +175,33 @@ fn main() -> ExitCode {
                             eprintln!("error: cannot write {}: {e}", trace.display());
                             return ExitCode::FAILURE;
                         }
-                        bar.println(format!(
-                            "{} at {}: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
-                            workload.name(),
-                            step.qps,
-                            run.ttft_ms.p90,
-                            run.ttft_ms.mean,
-                            run.failed,
-                            run.requests,
-                            run.prefix_hit_rate * 100.0
-                        ));
+                        say(
+                            &bar,
+                            format!(
+                                "{} at {}: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
+                                workload.name(),
+                                step.qps,
+                                run.ttft_ms.p90,
+                                run.ttft_ms.mean,
+                                run.failed,
+                                run.requests,
+                                run.prefix_hit_rate * 100.0
+                            ),
+                        );
                         results.runs.push(run);
                         if let Err(message) = write_results(&args.out, &results) {
                             eprintln!("error: {message}");
                             return ExitCode::FAILURE;
                         }
                     }
-                    None => bar.println(format!(
-                        "{} at {}: {name} skipped: it needs the pods' KV events, which model-sim does not publish",
-                        workload.name(),
-                        step.qps
-                    )),
+                    None => say(
+                        &bar,
+                        format!(
+                            "{} at {}: {name} skipped: it needs the pods' KV events, which model-sim does not publish",
+                            workload.name(),
+                            step.qps
+                        ),
+                    ),
                 }
                 bar.inc(1);
             }

@@ -45,6 +45,10 @@ impl PdChoice {
 
 pub trait PdPolicy: Send {
     fn name(&self) -> String;
+    /// Whether it indexes the pods' KV events (see [`Policy::reads_kv_events`]).
+    fn reads_kv_events(&self) -> bool {
+        false
+    }
     fn route(&mut self, ctx: &PdContext<'_>) -> PdChoice;
     /// A new scrape of every pod; `engines` for the counters a peer's gateway derives
     /// rates from.
@@ -71,6 +75,10 @@ impl Aggregated {
 impl PdPolicy for Aggregated {
     fn name(&self) -> String {
         format!("agg/{}", self.inner.name())
+    }
+
+    fn reads_kv_events(&self) -> bool {
+        self.inner.reads_kv_events()
     }
 
     fn route(&mut self, ctx: &PdContext<'_>) -> PdChoice {

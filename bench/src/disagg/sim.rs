@@ -83,7 +83,12 @@ pub fn run(
     policy: &mut dyn PdPolicy,
 ) -> PdRun {
     let pods = scenario.pods;
-    let mut engines: Vec<Engine> = (0..pods).map(|_| Engine::new(scenario.profile)).collect();
+    let mut engines: Vec<Engine> = (0..pods)
+        .map(|_| {
+            let engine = Engine::new(scenario.profile);
+            if policy.reads_kv_events() { engine.recording_kv_events() } else { engine }
+        })
+        .collect();
     let mut steps = Steps::new(pods);
     let mut in_flight = vec![0u32; pods];
     let mut link_free = vec![0.0f64; pods];

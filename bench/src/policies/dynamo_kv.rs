@@ -9,8 +9,8 @@
 //!
 //! and the lowest cost wins, ties at random (temperature 0). `isl / bs` is not rounded.
 //!
-//! - `overlap`: the leading prompt blocks the worker holds now. Dynamo indexes its
-//!   workers' KV events; here it is read from the engine's exact cache.
+//! - `overlap`: the leading prompt blocks the worker's KV events said it holds (a
+//!   [`KvEventView`]: computed blocks, 5 ms late). Dynamo indexes its workers' events.
 //! - `active_prefill_tokens`: tracked by the router, not read from the engine: the
 //!   uncached tokens (`isl − overlap · bs`) of each request it sent the worker, until
 //!   that request's first token.
@@ -20,14 +20,16 @@
 //! - `additional_active_blocks`: this request's prompt blocks not already active there.
 //!
 //! Matches the default of dispatching at once: the router's own queue
-//! (`router_queue_threshold`) is unset by default, so no request is held back while
-//! every worker is busy.
+//! (`--router-queue-threshold`) defaults to `None` in 1.6.1 (`ai-dynamo` 1.6.1,
+//! `dynamo/common/configuration/groups/kv_router_args.py`, and the runtime's
+//! `router_queue_threshold: Optional[float] = None`), so no request is held back
+//! while every worker is busy.
 
 use std::collections::HashMap;
 
 use infergate_core::wire::CHARS_PER_TOKEN;
 
-use super::{HashedOnce, PickContext, Policy, argmax};
+use super::{HashedOnce, KvEventView, PickContext, Policy, argmax};
 use crate::request::BenchRequest;
 
 const OVERLAP_SCORE_CREDIT: f64 = 1.0;
@@ -54,11 +56,17 @@ pub struct DynamoKv {
     rng: fastrand::Rng,
     workers: Vec<WorkerLoad>,
     routed: HashMap<usize, Routed>,
+    index: KvEventView,
 }
 
 impl DynamoKv {
     pub fn new(seed: u64) -> Self {
-        Self { rng: fastrand::Rng::with_seed(seed), workers: Vec::new(), routed: HashMap::new() }
+        Self {
+            rng: fastrand::Rng::with_seed(seed),
+            workers: Vec::new(),
+            routed: HashMap::new(),
+            index: KvEventView::default(),
+        }
     }
 
     fn release_prefill(&mut self, routed_pod: usize, tokens: u64) {
@@ -78,7 +86,12 @@ impl Policy for DynamoKv {
         "dynamo_kv"
     }
 
+    fn reads_kv_events(&self) -> bool {
+        true
+    }
+
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
+        self.index.catch_up(ctx.engines, ctx.now);
         if self.workers.len() < ctx.engines.len() {
             self.workers.resize_with(ctx.engines.len(), WorkerLoad::default);
         }
@@ -89,10 +102,11 @@ impl Policy for DynamoKv {
         let views: Vec<(u64, Vec<u64>, u64)> = ctx
             .engines
             .iter()
-            .map(|engine| {
+            .enumerate()
+            .map(|(pod, engine)| {
                 let block_size = engine.profile().block_size.max(1);
                 let hashes = hashed.get(&prompt, ctx.request.adapter.as_deref(), block_size).to_vec();
-                let overlap = engine.cached_prefix_blocks(&hashes) as u64;
+                let overlap = self.index.cached_prefix_blocks(pod, &hashes) as u64;
                 (u64::from(block_size), hashes, overlap)
             })
             .collect();

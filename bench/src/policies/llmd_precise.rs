@@ -5,16 +5,18 @@
 //! max-score picker.
 //!
 //! Only the prefix score is precise: the producer indexes the engines' KV events, so it
-//! is the longest prefix of the prompt's blocks the pod holds now (read here from the
-//! engine's exact cache), over the prompt's blocks. Queue and KV come from the same
-//! 100 ms metrics scrape as in the default profile, scored the same way
+//! is the longest prefix of the prompt's blocks the pod's events said it holds (a
+//! [`KvEventView`]: computed blocks, 5 ms late), over the prompt's blocks, with no cap
+//! on the match (`precise-prefix-cache-producer` hashes every block). Queue and KV
+//! come from the Router's metrics scrape, every 50 ms (`--refresh-metrics-interval`,
+//! `pkg/epp/server/options.go`), scored as in the default profile
 //! (`(max − q) / (max − min)` and `1 − KV use`); the highest total wins, ties at random.
 //!
 //! The config hashes 64-token blocks (`tokenProcessorConfig.blockSize`), which assumes
 //! engines run with 64-token blocks; the match here is on the engine's own blocks, so
 //! the ratio is the same up to the rounding of the last full block.
 
-use super::{HashedOnce, PickContext, Policy, argmax, min_max_lower_better, scraped};
+use super::{HashedOnce, KvEventView, PickContext, Policy, argmax, min_max_lower_better, scraped};
 
 const PREFIX_WEIGHT: f64 = 2.0;
 const KV_WEIGHT: f64 = 1.0;
@@ -22,11 +24,12 @@ const QUEUE_WEIGHT: f64 = 1.0;
 
 pub struct LlmdPrecise {
     rng: fastrand::Rng,
+    index: KvEventView,
 }
 
 impl LlmdPrecise {
     pub fn new(seed: u64) -> Self {
-        Self { rng: fastrand::Rng::with_seed(seed) }
+        Self { rng: fastrand::Rng::with_seed(seed), index: KvEventView::default() }
     }
 }
 
@@ -35,7 +38,16 @@ impl Policy for LlmdPrecise {
         "llmd_precise"
     }
 
+    fn reads_kv_events(&self) -> bool {
+        true
+    }
+
+    fn scrape_interval_s(&self) -> Option<f64> {
+        Some(super::LLMD_SCRAPE_INTERVAL_S)
+    }
+
     fn pick(&mut self, ctx: &PickContext<'_>) -> usize {
+        self.index.catch_up(ctx.engines, ctx.now);
         let signals: Vec<_> = (0..ctx.engines.len()).map(|i| scraped(ctx.scrape, i)).collect();
         let queue = min_max_lower_better(&signals.iter().map(|s| s.waiting.unwrap_or(0.0)).collect::<Vec<_>>());
         let prompt = ctx.request.prompt.bytes();
@@ -45,12 +57,13 @@ impl Policy for LlmdPrecise {
             .iter()
             .zip(&signals)
             .zip(queue)
-            .map(|((engine, signals), queue)| {
+            .enumerate()
+            .map(|(pod, ((engine, signals), queue))| {
                 let hashes = hashed.get(&prompt, ctx.request.adapter.as_deref(), engine.profile().block_size);
                 let prefix = if hashes.is_empty() {
                     0.0
                 } else {
-                    engine.cached_prefix_blocks(hashes) as f64 / hashes.len() as f64
+                    self.index.cached_prefix_blocks(pod, hashes) as f64 / hashes.len() as f64
                 };
                 PREFIX_WEIGHT * prefix.clamp(0.0, 1.0)
                     + KV_WEIGHT * (1.0 - signals.kv_cache_usage.unwrap_or(0.0)).clamp(0.0, 1.0)

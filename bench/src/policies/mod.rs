@@ -6,6 +6,7 @@ mod dynamo_kv;
 mod gie_default;
 mod infergate;
 mod infergate_replicas;
+mod kv_event_view;
 mod least_request;
 mod llmd_precise;
 mod oracle;
@@ -20,6 +21,7 @@ pub use dynamo_kv::DynamoKv;
 pub use gie_default::GieDefault;
 pub use infergate::Infergate;
 pub use infergate_replicas::{Exchange, InfergateReplicas};
+pub use kv_event_view::{KV_EVENT_LAG_S, KvEventView};
 pub use least_request::LeastRequest;
 pub use llmd_precise::LlmdPrecise;
 pub use oracle::Oracle;
@@ -34,9 +36,11 @@ use crate::request::BenchRequest;
 /// Everything a policy may look at when it picks. Which parts it reads is what makes it
 /// realistic: the scraped view is up to one scrape interval old; `engines` is the exact state, which only
 /// `oracle` may read in full. The KV-event-driven policies read only what KV events
-/// tell: the prefix a pod has cached (`llmd_precise`'s prefix score, `dynamo_kv`'s
-/// overlap). Loads a router tracks itself (`dynamo_kv`'s active blocks and prefill
-/// tokens) it keeps from its own `pick`, `on_first_token` and `on_finish` calls.
+/// tell, through a [`KvEventView`] of the engines' event logs: the prefix a pod has
+/// cached (`llmd_precise`'s prefix score, `dynamo_kv`'s overlap), as computed blocks
+/// and some milliseconds late. Loads a router tracks itself (`dynamo_kv`'s active
+/// blocks and prefill tokens) it keeps from its own `pick`, `on_first_token` and
+/// `on_finish` calls.
 pub struct PickContext<'a> {
     pub id: usize,
     pub request: &'a BenchRequest,
@@ -49,6 +53,16 @@ pub struct PickContext<'a> {
 
 pub trait Policy: Send {
     fn name(&self) -> &'static str;
+    /// Whether it indexes the pods' KV events: the simulation then has the engines
+    /// record them (they cost memory, so only then).
+    fn reads_kv_events(&self) -> bool {
+        false
+    }
+    /// How often its own metrics scrape runs, when it is not the agent's default
+    /// ([`crate::fleet::SCRAPE_INTERVAL_S`]): the llm-d Router's is 50 ms.
+    fn scrape_interval_s(&self) -> Option<f64> {
+        None
+    }
     /// Whether the request is served at all; a policy that sheds says no here, and the
     /// request is counted as shed (it never reaches a pod).
     fn admit(&mut self, _ctx: &PickContext<'_>) -> bool {
@@ -74,12 +88,18 @@ pub trait Policy: Send {
     }
 }
 
-/// The names, in report order.
-pub const POLICIES: [&str; 9] = [
+/// How often the llm-d Router scrapes its pods' metrics by default: 50 ms
+/// (`RefreshMetricsInterval`, `pkg/epp/server/options.go`, v0.10.0).
+pub const LLMD_SCRAPE_INTERVAL_S: f64 = 0.05;
+
+/// The names, in report order. `gie_lora` runs only on the LoRA workloads
+/// ([`crate::workloads::Workload::runs_policy`]).
+pub const POLICIES: [&str; 10] = [
     "round_robin",
     "random",
     "least_request",
     "gie_default",
+    "gie_lora",
     "llmd_precise",
     "sglang_cache_aware",
     "dynamo_kv",
@@ -94,6 +114,7 @@ pub fn build(name: &str, pods: usize, seed: u64, fleet: &crate::fleet::FleetConf
         "random" => Box::new(Random::new(seed)),
         "least_request" => Box::new(LeastRequest::new(seed)),
         "gie_default" => Box::new(GieDefault::new(pods, seed)),
+        "gie_lora" => Box::new(GieDefault::with_lora_affinity(pods, seed)),
         "llmd_precise" => Box::new(LlmdPrecise::new(seed)),
         "sglang_cache_aware" => Box::new(SglangCacheAware::new(pods)),
         "dynamo_kv" => Box::new(DynamoKv::new(seed)),

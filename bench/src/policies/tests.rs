@@ -150,22 +150,52 @@ fn gie_default_sizes_each_pods_lru_from_num_gpu_blocks() {
     }
 }
 
-/// Runs `prompt` to completion on `engine`, so its blocks are cached there.
-fn cache_on(engine: &mut Engine, prompt: &[u8]) {
+/// Pods whose engines publish KV events, as the exact-cache peers need.
+fn engines_with_kv_events(n: usize) -> Vec<Engine> {
+    (0..n).map(|_| Engine::new(EngineProfile::TINY).recording_kv_events()).collect()
+}
+
+/// Runs `prompt` to completion on `engine`, so its blocks are cached there; the time
+/// its last step ended.
+fn cache_on(engine: &mut Engine, prompt: &[u8]) -> f64 {
     engine.submit(SimRequest::from_text(1, 0.0, prompt, 1, None, 16));
     let mut now = 0.0;
     while let Some(step) = engine.step(now) {
         now += step.duration;
     }
+    now
+}
+
+fn pick_at(policy: &mut dyn Policy, req: &BenchRequest, engines: &[Engine], scrape: &ScrapeView, now: f64) -> usize {
+    let in_flight = vec![0; engines.len()];
+    policy.pick(&PickContext { id: 0, request: req, now, engines, scrape, in_flight: &in_flight })
 }
 
 #[test]
-fn llmd_precise_uses_the_exact_cache() {
-    let mut e = engines(2);
+fn llmd_precise_uses_the_cache_its_kv_events_describe() {
+    let mut e = engines_with_kv_events(2);
     let req = request(&"cached prompt text ".repeat(30));
-    cache_on(&mut e[1], &req.prompt.bytes());
+    let done = cache_on(&mut e[1], &req.prompt.bytes());
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
-    assert_eq!(pick(&mut LlmdPrecise::new(1), &req, &e, &s, &[0; 2]), 1);
+    assert_eq!(pick_at(&mut LlmdPrecise::new(1), &req, &e, &s, done + KV_EVENT_LAG_S), 1);
+}
+
+#[test]
+fn the_exact_cache_peers_see_a_prompt_only_once_its_events_arrive() {
+    let mut e = engines_with_kv_events(2);
+    let req = request(&"cached prompt text ".repeat(30));
+    let done = cache_on(&mut e[1], &req.prompt.bytes());
+    let s = scrape_with(vec![signals(0.0, 0.0); 2]);
+    // Before the lag, both pods look cold: ties at random, so over seeds both are picked.
+    let before = done + KV_EVENT_LAG_S / 2.0;
+    let picks: Vec<usize> = (0..16).map(|seed| pick_at(&mut LlmdPrecise::new(seed), &req, &e, &s, before)).collect();
+    assert!(picks.contains(&0) && picks.contains(&1), "{picks:?}");
+    // Without recorded events (the engines' exact cache is not read), never the pod.
+    let mut quiet = engines(2);
+    let done = cache_on(&mut quiet[1], &req.prompt.bytes());
+    let picks: Vec<usize> =
+        (0..16).map(|seed| pick_at(&mut DynamoKv::new(seed), &req, &quiet, &s, done + 1.0)).collect();
+    assert!(picks.contains(&0), "{picks:?}");
 }
 
 #[test]
@@ -270,12 +300,13 @@ fn dynamo_with_two_routed(e: &[Engine], s: &ScrapeView) -> (DynamoKv, BenchReque
 }
 
 #[test]
-fn dynamo_credits_the_exact_overlap() {
-    let mut e = engines(2);
+fn dynamo_credits_the_overlap_its_kv_events_describe() {
+    let mut e = engines_with_kv_events(2);
     let req = request(&"overlap me please ".repeat(40));
-    cache_on(&mut e[0], &req.prompt.bytes());
+    let done = cache_on(&mut e[0], &req.prompt.bytes());
     let s = scrape_with(vec![signals(0.0, 0.0); 2]);
-    assert_eq!(pick(&mut DynamoKv::new(1), &req, &e, &s, &[0; 2]), 0, "overlap lowers pod 0's prefill cost");
+    let pod = pick_at(&mut DynamoKv::new(1), &req, &e, &s, done + KV_EVENT_LAG_S);
+    assert_eq!(pod, 0, "overlap lowers pod 0's prefill cost");
 }
 
 #[test]
@@ -371,4 +402,29 @@ fn one_replica_routes_as_infergate_alone() {
         let req = request(&format!("prompt {} ", id % 4).repeat(40 + id));
         assert_eq!(pick_id(&mut replica, id, &req, &e, &scrape), pick_id(&mut alone, id, &req, &e, &scrape));
     }
+}
+
+#[test]
+fn gie_lora_adds_upstreams_lora_affinity_score() {
+    let e = engines(3);
+    let lora = |running: &[&str], waiting: &[&str]| PodSignals {
+        running_adapters: running.iter().map(ToString::to_string).collect(),
+        waiting_adapters: waiting.iter().map(ToString::to_string).collect(),
+        max_loras: Some(2),
+        ..signals(0.0, 0.0)
+    };
+    let req = BenchRequest { adapter: Some("ad".into()), model: "ad".into(), ..request("x") };
+    // Running it: 1.0; a free slot: 0.8; full with it waiting: 0.6. Pod 2 wins with it
+    // running; without the scorer the three tie.
+    let s = scrape_with(vec![lora(&["b"], &[]), lora(&["b", "c"], &["ad"]), lora(&["ad", "b"], &[])]);
+    for seed in 0..8 {
+        assert_eq!(pick(&mut GieDefault::with_lora_affinity(3, seed), &req, &e, &s, &[0; 3]), 2);
+    }
+    // Pod 0's free slot (0.8) beats pod 1's queued load (0.6) when neither runs it.
+    let s = scrape_with(vec![lora(&["b"], &[]), lora(&["b", "c"], &["ad"]), lora(&["b", "c"], &[])]);
+    for seed in 0..8 {
+        assert_eq!(pick(&mut GieDefault::with_lora_affinity(3, seed), &req, &e, &s, &[0; 3]), 0);
+    }
+    let picks: Vec<usize> = (0..16).map(|seed| pick(&mut GieDefault::new(3, seed), &req, &e, &s, &[0; 3])).collect();
+    assert!(picks.contains(&1) && picks.contains(&2), "the default profile has no LoRA score: {picks:?}");
 }

@@ -156,12 +156,11 @@ fn belief_markdown(report: &WorkloadReport, ours: &PolicyRuns) -> String {
 /// The real-trace targets at every load step: infergate's TTFT p90 and mean at most
 /// every peer's, its prefix hit rate at least the best peer's.
 fn every_load_rows(r: &WorkloadReport, row: &mut dyn FnMut(&str, &str, String, bool)) {
-    const PEERS: [&str; 4] = ["gie_default", "llmd_precise", "sglang_cache_aware", "dynamo_kv"];
     let Some(ours) = r.policy("infergate") else { return };
     for (step, qps) in r.qps.iter().enumerate() {
         let Some(mine) = ours.runs.get(step) else { continue };
         let peers: Vec<(&str, &RunResult)> =
-            PEERS.iter().filter_map(|&p| Some((p, r.policy(p)?.runs.get(step)?))).collect();
+            PEER_POLICIES.iter().filter_map(|&p| Some((p, r.policy(p)?.runs.get(step)?))).collect();
         let worst = |value: fn(&RunResult) -> f64| {
             peers.iter().map(|(name, run)| (*name, value(mine) / value(run))).max_by(|a, b| a.1.total_cmp(&b.1))
         };
@@ -184,6 +183,10 @@ fn every_load_rows(r: &WorkloadReport, row: &mut dyn FnMut(&str, &str, String, b
         }
     }
 }
+
+/// The peers' re-implemented policies every target compares with (`gie_lora` only
+/// where it runs, the LoRA workloads).
+const PEER_POLICIES: [&str; 5] = ["gie_default", "gie_lora", "llmd_precise", "sglang_cache_aware", "dynamo_kv"];
 
 /// The ratios the targets are stated in, from the heaviest step of each workload.
 pub fn targets(reports: &[WorkloadReport]) -> String {
@@ -225,7 +228,7 @@ pub fn targets(reports: &[WorkloadReport]) -> String {
                 );
             }
         }
-        for peer in ["gie_default", "sglang_cache_aware", "dynamo_kv"] {
+        for peer in PEER_POLICIES {
             if let Some(theirs) = p90(r, peer) {
                 row(name, &format!("TTFT p90 < {peer}"), format!("{:.3}×", ours / theirs), ours < theirs);
             }

@@ -98,7 +98,7 @@ impl Workload for Calibration {
     /// pod with no history change nothing for it, and copying every pod's engine for
     /// each of 30,000 requests (`calibration-fast-3x`) takes minutes.
     fn runs_policy(&self, policy: &str) -> bool {
-        policy != "oracle"
+        policy != "oracle" && policy != "gie_lora"
     }
 
     fn scenario(&self, step: LoadStep, seed: u64) -> Scenario {

@@ -82,9 +82,10 @@ pub trait Workload: Sync {
     fn name(&self) -> &'static str;
     fn steps(&self) -> Vec<LoadStep>;
     fn scenario(&self, step: LoadStep, seed: u64) -> Scenario;
-    /// Whether the policy of this name is run on this workload (all are, by default).
-    fn runs_policy(&self, _policy: &str) -> bool {
-        true
+    /// Whether the policy of this name is run on this workload: all are by default,
+    /// but `gie_lora`, the LoRA profile, which only the LoRA workloads run.
+    fn runs_policy(&self, policy: &str) -> bool {
+        policy != "gie_lora"
     }
 }
 

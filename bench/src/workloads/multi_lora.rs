@@ -28,6 +28,11 @@ impl Workload for MultiLora {
         }
     }
 
+    /// Every policy, `gie_lora` (the LoRA profile) included.
+    fn runs_policy(&self, _policy: &str) -> bool {
+        true
+    }
+
     fn steps(&self) -> Vec<LoadStep> {
         self.qps_steps.iter().map(|&qps| LoadStep { qps }).collect()
     }

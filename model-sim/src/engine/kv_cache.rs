@@ -30,6 +30,8 @@ pub struct KvCache {
     referenced: u64,
     private: u64,
     clock: u64,
+    /// The hashes evicted since the last [`KvCache::take_evicted`], when recorded.
+    evicted: Option<Vec<u64>>,
 }
 
 impl KvCache {
@@ -41,7 +43,19 @@ impl KvCache {
             referenced: 0,
             private: 0,
             clock: 0,
+            evicted: None,
         }
+    }
+
+    /// From now on, keeps the hashes of evicted blocks for [`KvCache::take_evicted`]
+    /// (what a KV event publisher needs).
+    pub fn record_evictions(&mut self) {
+        self.evicted.get_or_insert_with(Vec::new);
+    }
+
+    /// The hashes evicted since the last call, oldest first; empty when not recorded.
+    pub fn take_evicted(&mut self) -> Vec<u64> {
+        self.evicted.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// How many leading blocks of `hashes` are cached now.
@@ -111,6 +125,9 @@ impl KvCache {
                 break;
             };
             self.blocks.remove(&oldest.1);
+            if let Some(evicted) = &mut self.evicted {
+                evicted.push(oldest.1);
+            }
         }
     }
 }
@@ -118,6 +135,23 @@ impl KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evictions_are_recorded_only_when_asked() {
+        let mut kv = KvCache::new(3);
+        let a = kv.allocate(&[1, 2, 3], 0).unwrap();
+        kv.release(&a);
+        let b = kv.allocate(&[7, 8], 0).unwrap();
+        assert!(kv.take_evicted().is_empty(), "not recorded");
+        kv.release(&b);
+        kv.record_evictions();
+        let c = kv.allocate(&[4, 5, 6], 0).unwrap();
+        assert_eq!(kv.cached_prefix(&[4, 5, 6]), 3);
+        let evicted = kv.take_evicted();
+        assert_eq!(evicted.len(), 3, "{evicted:?}");
+        assert!(kv.take_evicted().is_empty(), "taken once");
+        kv.release(&c);
+    }
 
     #[test]
     fn freed_prompt_blocks_stay_cached_and_are_hit_again() {

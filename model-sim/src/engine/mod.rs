@@ -7,6 +7,7 @@
 
 mod histogram;
 mod kv_cache;
+mod kv_events;
 mod lora;
 mod profile;
 mod request;
@@ -15,6 +16,7 @@ use std::collections::VecDeque;
 
 pub use histogram::{Histogram, ITL_BUCKETS, TTFT_BUCKETS};
 pub use kv_cache::{Allocation, KvCache};
+pub use kv_events::{KvEvent, KvEventKind, KvEventLog};
 pub use lora::{LoraSlots, Residency};
 pub use profile::{EngineProfile, NamedProfile};
 pub use request::{CHARS_PER_TOKEN, SimRequest, block_hashes};
@@ -94,6 +96,8 @@ pub struct Engine {
     pub itl: Histogram,
     /// Admission to first token (vLLM `request_prefill_time_seconds`).
     pub prefill: Histogram,
+    /// The KV events this engine published, when recorded.
+    kv_events: Option<KvEventLog>,
 }
 
 impl Engine {
@@ -115,7 +119,22 @@ impl Engine {
             ttft: Histogram::new(&TTFT_BUCKETS),
             itl: Histogram::new(&ITL_BUCKETS),
             prefill: Histogram::new(&TTFT_BUCKETS),
+            kv_events: None,
         }
+    }
+
+    /// An engine that logs the KV events vLLM would publish (see `kv_events.rs`), for
+    /// routers that index them.
+    #[must_use]
+    pub fn recording_kv_events(mut self) -> Self {
+        self.kv.record_evictions();
+        self.kv_events = Some(KvEventLog::default());
+        self
+    }
+
+    /// The KV events published so far, oldest first; empty unless recorded.
+    pub fn kv_events(&self) -> &[KvEvent] {
+        self.kv_events.as_ref().map_or(&[], KvEventLog::events)
     }
 
     /// An engine run `scale` times slower than its profile (the HTTP server's time
@@ -219,6 +238,9 @@ impl Engine {
         }
         let duration = self.profile.step_seconds(self.running.len(), prefill_tokens) + extra;
         let end = now + duration;
+        if self.kv_events.is_some() {
+            self.publish_step_kv_events(&chunks, end);
+        }
         self.busy_seconds += duration * self.reported_time_scale;
         let scale = self.reported_time_scale;
         let mut events = Vec::new();
@@ -241,7 +263,31 @@ impl Engine {
             run.last_token_at = end;
         }
         self.finish_done(end, &mut events);
+        if let Some(log) = &mut self.kv_events {
+            log.push(end, KvEventKind::Removed, self.kv.take_evicted());
+        }
         Some(Step { duration, events })
+    }
+
+    /// The step's KV events, at its end: the blocks evicted to admit its requests, then
+    /// the prompt blocks its prefill chunks complete (a block the cache already held,
+    /// found at admission, was stored by whoever computed it).
+    fn publish_step_kv_events(&mut self, chunks: &[u32], end: f64) {
+        let Some(log) = &mut self.kv_events else { return };
+        log.push(end, KvEventKind::Removed, self.kv.take_evicted());
+        let block = self.profile.block_size.max(1) as usize;
+        let mut stored = Vec::new();
+        for (run, &chunk) in self.running.iter().zip(chunks) {
+            if chunk == 0 || run.prefill_left == 0 {
+                continue;
+            }
+            let before = (run.request.prompt_tokens - run.prefill_left) as usize;
+            let after = before + chunk as usize;
+            let first = (before / block).max(run.allocation.hit_blocks as usize);
+            let last = (after / block).min(run.allocation.hashed.len());
+            stored.extend(run.allocation.hashed.get(first..last).unwrap_or_default());
+        }
+        log.push(end, KvEventKind::Stored, stored);
     }
 
     /// When a blocked engine can next make progress (an adapter finishes loading).
