@@ -11,11 +11,14 @@ use std::time::Duration;
 use infergate_core::config::Engine;
 use infergate_envoy_config::UpstreamPolicy;
 use infergate_harness::engines::VllmPod;
+use infergate_harness::fleet::Fleet;
+use infergate_harness::peer_router::PeerGateway;
 use infergate_harness::{ModelSpec, Stack, StackSpec};
 use infergate_model_sim::engine::EngineProfile;
 use infergate_signals::exposition;
 
 use crate::inference_perf::{self, SharedPrefix, Summary};
+use crate::peers::Gateway;
 use crate::prefix_groups::{self, GroupSpread};
 use crate::ttft_tail::{self, TtftTail};
 
@@ -133,54 +136,100 @@ pub async fn run(
     workload: &SharedPrefix,
     out: &Path,
 ) -> Result<EngineRun, String> {
+    run_through(pods, count, name, &Gateway::Envoy(policy), PodEvents::None, workload, out).await
+}
+
+/// Whether the pods publish their KV events (vLLM's `--kv-events-config`, with
+/// `--enable-scale-out` for the render endpoint `kv_aware` asks for token ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodEvents {
+    None,
+    Published,
+}
+
+/// The pods of one run, and what routes to them.
+enum Routed {
+    Envoy(Box<Stack>),
+    Peer(PeerGateway, Fleet),
+}
+
+/// As [`run`], through any gateway of the peers bench: infergate or one of Envoy's
+/// policies in real Envoy, or a peer's own router; `events` says how the vLLM pods
+/// are started (every gateway of one comparison gets the same).
+pub async fn run_through(
+    pods: Pods,
+    count: usize,
+    name: &'static str,
+    gateway: &Gateway,
+    events: PodEvents,
+    workload: &SharedPrefix,
+    out: &Path,
+) -> Result<EngineRun, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let client = reqwest::Client::new();
     let mut vllm = Vec::new();
+    let mut kv_events = Vec::new();
     if pods == Pods::Vllm {
         eprintln!("{}/{name}: starting {count} fresh vLLM pods (30-70 s)", pods.name());
-        vllm = (0..count).map(|_| VllmPod::vllm(false, out)).collect();
+        for _ in 0..count {
+            match events {
+                PodEvents::None => vllm.push(VllmPod::vllm(false, out)),
+                PodEvents::Published => {
+                    let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(out);
+                    kv_events.push((pod.address, endpoint));
+                    vllm.push(pod);
+                }
+            }
+        }
         for pod in &mut vllm {
             pod.wait_ready(&client).await;
             decode_check(&client, pod).await?;
         }
     }
-    let external = (!vllm.is_empty()).then(|| (Engine::Vllm, vllm.iter().map(|p| p.address).collect()));
-    let stack = Stack::start(StackSpec {
-        pools: vec![("fleet", count)],
-        models: vec![ModelSpec::base(MODEL, "fleet")],
-        max_body_bytes: 8 * 1024 * 1024,
-        profile: SMOLLM2_CPU,
-        upstream_policy: policy,
-        // Each request's line carries infergate's decision (`x-infergate-decision`):
-        // kept beside the report, it shows where each prefix group went.
-        access_log: true,
-        scrape_interval_ms: 100,
-        request_timeout_ms: 180_000,
-        external_pods: external,
-        ..StackSpec::default()
-    })
-    .await;
-    let addresses = stack.fleet.pods.clone();
+    let external = (!vllm.is_empty()).then(|| (Engine::Vllm, vllm.iter().map(|p| p.address).collect::<Vec<_>>()));
+    let routed = match gateway {
+        Gateway::Envoy(policy) => Routed::Envoy(Box::new(
+            Stack::start(StackSpec {
+                pools: vec![("fleet", count)],
+                models: vec![ModelSpec::base(MODEL, "fleet")],
+                max_body_bytes: 8 * 1024 * 1024,
+                profile: SMOLLM2_CPU,
+                upstream_policy: *policy,
+                // Each request's line carries infergate's decision (`x-infergate-decision`):
+                // kept beside the report, it shows where each prefix group went.
+                access_log: true,
+                scrape_interval_ms: 100,
+                request_timeout_ms: 180_000,
+                external_pods: external,
+                ..StackSpec::default()
+            })
+            .await,
+        )),
+        Gateway::Peer(kind) => {
+            let fleet = match external {
+                Some((_, addresses)) => Fleet::external(addresses),
+                None => Fleet::start_serving(count, SMOLLM2_CPU, 1.0, &[MODEL.to_string()], &[]).await,
+            };
+            let router = kind
+                .router(&kv_events, SMOLLM2_CPU.block_size, None)
+                .ok_or_else(|| format!("{name} needs the pods' KV events, which these pods do not publish"))?;
+            Routed::Peer(PeerGateway::start(router, &fleet.pods, MODEL, out).await, fleet)
+        }
+    };
+    let (url, addresses) = match &routed {
+        Routed::Envoy(stack) => (stack.gateway_url.clone(), stack.fleet.pods.clone()),
+        Routed::Peer(gateway, fleet) => (gateway.url(), fleet.pods.clone()),
+    };
     let before = counters(&client, &addresses).await;
     let label = format!("{}/{name}", pods.name());
-    let summary = inference_perf::run(workload, &stack.gateway_url, out, &label).await?;
+    let summary = inference_perf::run(workload, &url, out, &label).await?;
     // The engines count a request when it finishes; the client saw it finish already.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = counters(&client, &addresses).await;
-    // Envoy flushes its access log on a timer: wait for every request's line.
-    let lines = || {
-        std::fs::read_to_string(stack.path("envoy.out"))
-            .map_or(0, |t| t.lines().filter(|l| l.starts_with("[access]")).count())
+    let groups = match &routed {
+        Routed::Envoy(stack) => keep_access_log(stack, summary.sent, out, &label).await,
+        Routed::Peer(..) => None,
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while (lines() as u64) < summary.sent && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let access_log = out.join("envoy-access.log");
-    if let Err(e) = std::fs::copy(stack.path("envoy.out"), &access_log) {
-        eprintln!("{label}: cannot keep Envoy's access log as {}: {e}", access_log.display());
-    }
-    let groups = std::fs::read_to_string(&access_log).ok().and_then(|text| prefix_groups::from_access_log(&text));
     let per_request = out.join("report/per_request_lifecycle_metrics.json");
     let tail = std::fs::read_to_string(&per_request)
         .ok()
@@ -189,9 +238,28 @@ pub async fn run(
     if tail.is_none() {
         eprintln!("{label}: no per-request TTFTs in {}; the tail table leaves this run out", per_request.display());
     }
-    drop(stack);
+    drop(routed);
     drop(vllm);
     Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups, tail })
+}
+
+/// Keeps Envoy's access log beside the report, once it holds every request's line
+/// (Envoy flushes it on a timer), and reads from its decisions where each prefix group
+/// went.
+async fn keep_access_log(stack: &Stack, sent: u64, out: &Path, label: &str) -> Option<GroupSpread> {
+    let lines = || {
+        std::fs::read_to_string(stack.path("envoy.out"))
+            .map_or(0, |t| t.lines().filter(|l| l.starts_with("[access]")).count())
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while (lines() as u64) < sent && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let access_log = out.join("envoy-access.log");
+    if let Err(e) = std::fs::copy(stack.path("envoy.out"), &access_log) {
+        eprintln!("{label}: cannot keep Envoy's access log as {}: {e}", access_log.display());
+    }
+    std::fs::read_to_string(&access_log).ok().and_then(|text| prefix_groups::from_access_log(&text))
 }
 
 /// Tokens the decode check asks for.

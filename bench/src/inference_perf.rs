@@ -56,12 +56,13 @@ impl SharedPrefix {
     }
 }
 
-/// Median, p90 and p99 of one latency, in milliseconds.
+/// Median, p90, p99 and mean of one latency, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
+    pub mean: f64,
 }
 
 /// What inference-perf's `summary_lifecycle_metrics.json` says of one run.
@@ -151,6 +152,7 @@ pub fn summary(json: &Value) -> Summary {
         p50: number(&["successes", "latency", metric, "median"]) * 1000.0,
         p90: number(&["successes", "latency", metric, "p90"]) * 1000.0,
         p99: number(&["successes", "latency", metric, "p99"]) * 1000.0,
+        mean: number(&["successes", "latency", metric, "mean"]) * 1000.0,
     };
     let failures = json["failures"]["by_label"]
         .as_object()

@@ -27,9 +27,13 @@ struct Args {
     /// Where to write results; default bench/results/<date>-<suite>.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Seed of every workload generator and policy.
+    /// Seed of every workload generator and policy (the first of `--seeds`).
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Runs part 1 with this many seeds, `--seed` and those after it: the tables give
+    /// their mean and range, the targets hold on the mean.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
+    seeds: u64,
     /// Only these workloads (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
@@ -403,18 +407,20 @@ fn main() -> ExitCode {
     let policies_of = |workload: &dyn Workload| -> Vec<&str> {
         policy_names.iter().copied().filter(|p| workload.runs_policy(p)).collect()
     };
-    let scenarios: Vec<(usize, usize, LazyScenario)> = workloads
+    let seeds: Vec<u64> = (0..args.seeds).map(|k| args.seed + k).collect();
+    let scenarios: Vec<(usize, usize, u64, LazyScenario)> = workloads
         .iter()
         .enumerate()
         .flat_map(|(w, workload)| {
             let runs = policies_of(workload.as_ref()).len();
-            (0..workload.steps().len()).map(move |s| (w, s, LazyScenario::new(runs)))
+            let steps = workload.steps().len();
+            seeds.iter().flat_map(move |&seed| (0..steps).map(move |s| (w, s, seed, LazyScenario::new(runs))))
         })
         .collect();
     let jobs: Vec<(usize, &str)> = scenarios
         .iter()
         .enumerate()
-        .flat_map(|(i, (w, _, _))| policies_of(workloads[*w].as_ref()).into_iter().map(move |p| (i, p)))
+        .flat_map(|(i, (w, _, _, _))| policies_of(workloads[*w].as_ref()).into_iter().map(move |p| (i, p)))
         .collect();
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
@@ -429,16 +435,16 @@ fn main() -> ExitCode {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&(scenario_index, policy_name)) = jobs.get(i) else { break };
-                    let (w, s, lazy) = &scenarios[scenario_index];
+                    let (w, s, seed, lazy) = &scenarios[scenario_index];
                     let workload = &workloads[*w];
-                    bar.set_message(format!("{} / {policy_name}", workload.name()));
+                    bar.set_message(format!("{} / {policy_name}, seed {seed}", workload.name()));
                     let scenario = lazy.get(|| {
                         // Seeded by name, so that filtering workloads does not change their requests.
-                        let name_seed = xxhash_rust::xxh64::xxh64(workload.name().as_bytes(), args.seed);
+                        let name_seed = xxhash_rust::xxh64::xxh64(workload.name().as_bytes(), *seed);
                         workload.scenario(workload.steps()[*s], name_seed ^ *s as u64)
                     });
                     let fleet = fleet::FleetConfig::new(scenario.pods, &scenario.adapters);
-                    let policy = policies::build(policy_name, scenario.pods, args.seed, &fleet);
+                    let policy = policies::build(policy_name, scenario.pods, *seed, &fleet);
                     let result = policy.map(|mut policy| des::run(&scenario, policy.as_mut()));
                     drop(scenario);
                     lazy.done();
@@ -459,20 +465,32 @@ fn main() -> ExitCode {
         let steps = workload.steps();
         let policies = policies_of(workload.as_ref())
             .iter()
-            .map(|policy| PolicyRuns {
-                policy: (*policy).to_string(),
-                runs: (0..steps.len())
-                    .filter_map(|s| {
-                        let scenario_index = scenarios.iter().position(|(sw, ss, _)| *sw == w && *ss == s)?;
-                        let job = jobs.iter().position(|(i, p)| *i == scenario_index && p == policy)?;
-                        results.get(job).cloned().flatten()
+            .map(|policy| {
+                // Per step, each seed's result, in seed order.
+                let by_seed: Vec<Vec<RunResult>> = (0..steps.len())
+                    .map(|s| {
+                        seeds
+                            .iter()
+                            .filter_map(|seed| {
+                                let scenario_index =
+                                    scenarios.iter().position(|(sw, ss, sd, _)| *sw == w && *ss == s && sd == seed)?;
+                                let job = jobs.iter().position(|(i, p)| *i == scenario_index && p == policy)?;
+                                results.get(job).cloned().flatten()
+                            })
+                            .collect()
                     })
-                    .collect(),
+                    .collect();
+                PolicyRuns {
+                    policy: (*policy).to_string(),
+                    runs: by_seed.iter().filter_map(|runs| RunResult::mean_over(runs)).collect(),
+                    by_seed: if seeds.len() > 1 { by_seed } else { Vec::new() },
+                }
             })
             .collect();
         reports.push(WorkloadReport {
             workload: workload.name().to_string(),
             seed: args.seed,
+            seeds: if seeds.len() > 1 { seeds.clone() } else { Vec::new() },
             qps: steps.iter().map(|s| (s.qps * 1000.0).round() / 1000.0).collect(),
             policies,
         });

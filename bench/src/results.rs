@@ -170,6 +170,36 @@ impl RunResult {
     }
 }
 
+impl RunResult {
+    /// The mean over seeds of every figure (counts rounded), the calibration and belief
+    /// measurements of the first seed's run: what the tables and targets use when a
+    /// suite runs several seeds. `None` for no runs.
+    pub fn mean_over(runs: &[RunResult]) -> Option<RunResult> {
+        let first = runs.first()?;
+        let n = runs.len() as f64;
+        let mean = |f: fn(&RunResult) -> f64| round3(runs.iter().map(f).sum::<f64>() / n);
+        let count = |f: fn(&RunResult) -> f64| (runs.iter().map(f).sum::<f64>() / n).round();
+        Some(RunResult {
+            requests: count(|r| r.requests as f64) as usize,
+            failed: count(|r| r.failed as f64) as usize,
+            ttft_ms: Percentiles {
+                mean: mean(|r| r.ttft_ms.mean),
+                p50: mean(|r| r.ttft_ms.p50),
+                p90: mean(|r| r.ttft_ms.p90),
+                p99: mean(|r| r.ttft_ms.p99),
+            },
+            tpot_p90_ms: mean(|r| r.tpot_p90_ms),
+            e2e_p90_ms: mean(|r| r.e2e_p90_ms),
+            output_tokens_per_s: mean(|r| r.output_tokens_per_s),
+            prefix_hit_rate: mean(|r| r.prefix_hit_rate),
+            lora_loads: count(|r| r.lora_loads as f64) as u64,
+            load_imbalance_cv: mean(|r| r.load_imbalance_cv),
+            calibration: first.calibration.clone(),
+            prefix_belief: first.prefix_belief,
+        })
+    }
+}
+
 /// TTFT percentiles of the answered requests among `outcomes`.
 pub(crate) fn ttft_percentiles<'a>(outcomes: impl Iterator<Item = &'a RequestOutcome>) -> Percentiles {
     let mut ttft = histogram();

@@ -95,6 +95,31 @@ impl EnginePod {
         Self::spawn(&command, log_dir)
     }
 
+    /// A vLLM pod serving `smollm2` that publishes its KV events (vLLM's
+    /// `--kv-events-config`, ZeroMQ) on a Unix socket in `log_dir`, and serves
+    /// `/v1/completions/render` (`--enable-scale-out`), as vllm-router's `kv_aware`
+    /// needs; the endpoint a subscriber connects to is returned beside it.
+    pub fn vllm_publishing_kv_events(log_dir: &Path) -> (Self, String) {
+        let port = free_port();
+        let endpoint = format!("ipc://{}", log_dir.join(format!("kv-events-{port}.sock")).display());
+        let config = serde_json::json!({
+            "enable_kv_cache_events": true,
+            "publisher": "zmq",
+            "endpoint": endpoint,
+            "topic": "",
+        })
+        .to_string();
+        let args = ["--enable-scale-out", "--kv-events-config", config.as_str()];
+        let command = PodCommand {
+            engine: "vllm",
+            script: "engines/vllm/serve.sh",
+            args: &args,
+            env: &[],
+            start_timeout: VLLM_START_TIMEOUT,
+        };
+        (Self::spawn_on(&command, &[], port, log_dir), endpoint)
+    }
+
     /// A vLLM pod of a prefill/decode pair (`engines/vllm/serve-pd.sh`), `role` being
     /// `prefill` or `decode`: `smollm2` with vLLM's NixlConnector, its NIXL side channel
     /// on a free port of its own, and `env` for the script's other variables.

@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+use infergate_bench::engine_runs::{self, PodEvents, Pods};
+use infergate_bench::inference_perf::{self, SharedPrefix};
 use infergate_bench::peers::{GATEWAYS, Gateway, PeerResults, PeerRun, report};
 use infergate_bench::provenance::Provenance;
 use infergate_bench::workloads::{Scenario, TraceReplay, Workload};
@@ -48,8 +50,34 @@ struct Args {
     /// Seed of every workload's requests.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Which parts (comma-separated): 2 on model-sim pods, 3 on real vLLM pods.
+    #[arg(long, value_delimiter = ',', default_values_t = [2, 3])]
+    parts: Vec<u8>,
+    /// Part 3: inference-perf `shared_prefix` requests per second, for this many
+    /// seconds, on this many vLLM pods (BENCHMARKS.md part 3's shape).
+    #[arg(long, default_value_t = 2.0)]
+    vllm_rate: f64,
+    #[arg(long, default_value_t = 300)]
+    vllm_duration: u32,
+    #[arg(long, default_value_t = 3)]
+    vllm_pods: usize,
     #[arg(long, default_value = "bench/results/peers")]
     out: PathBuf,
+}
+
+/// Part 3's workload: BENCHMARKS.md part 3's inference-perf `shared_prefix` (15 groups
+/// of 16 prompts, 1,000-token system prompts, 64-token questions, 32 output tokens).
+fn part_3_workload(args: &Args) -> SharedPrefix {
+    SharedPrefix {
+        groups: 15,
+        prompts_per_group: 16,
+        system_prompt_tokens: 1000,
+        question_tokens: 64,
+        output_tokens: 32,
+        rate: args.vllm_rate,
+        duration_s: args.vllm_duration,
+        seed: args.seed,
+    }
 }
 
 const PART_2_WORKLOADS: [&str; 4] = ["bursty-chat", "shared-prefix", "trace-replay", "agentic"];
@@ -93,7 +121,14 @@ fn check(args: &Args) -> Result<(), String> {
     if args.time_scale.is_nan() || args.time_scale <= 0.0 {
         return Err("--time-scale must be above 0".into());
     }
+    if let Some(part) = args.parts.iter().find(|p| !matches!(p, 2 | 3)) {
+        return Err(format!("--parts: no part {part}; part 2 runs model-sim pods, part 3 real vLLM pods"));
+    }
     peers_venv()?;
+    if args.parts.contains(&3) {
+        infergate_harness::engines::vllm_installed()?;
+        inference_perf::installed()?;
+    }
     Ok(())
 }
 
@@ -131,7 +166,7 @@ fn main() -> ExitCode {
     if let Err(code) = cli::preflight(false) {
         return code;
     }
-    let workloads = match part_2_workloads(&args) {
+    let workloads = match if args.parts.contains(&2) { part_2_workloads(&args) } else { Ok(Vec::new()) } {
         Ok(workloads) => workloads,
         Err(message) => {
             eprintln!("error: {message}");
@@ -151,9 +186,12 @@ fn main() -> ExitCode {
         peers: vec![format!("smg {SMG_VERSION}"), format!("vllm-router {VLLM_ROUTER_VERSION}")],
         runs: Vec::new(),
     };
-    let gateways: Vec<(String, Gateway)> =
-        args.gateways.iter().filter_map(|g| Gateway::named(g).map(|gateway| (g.clone(), gateway))).collect();
-    let steps: usize = workloads.iter().map(|w| w.steps().len()).sum();
+    let gateways: Vec<(&'static str, Gateway)> = GATEWAYS
+        .into_iter()
+        .filter(|g| args.gateways.iter().any(|wanted| wanted == g))
+        .filter_map(|g| Gateway::named(g).map(|gateway| (g, gateway)))
+        .collect();
+    let steps: usize = workloads.iter().map(|w| w.steps().len()).sum::<usize>() + usize::from(args.parts.contains(&3));
     let bar = ProgressBar::new((steps * gateways.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
@@ -205,6 +243,46 @@ fn main() -> ExitCode {
                 }
                 bar.inc(1);
             }
+        }
+    }
+    if args.parts.contains(&3) {
+        let workload = part_3_workload(&args);
+        for (name, gateway) in &gateways {
+            bar.set_message(format!("real vLLM, shared_prefix at {} req/s: {name}", workload.rate));
+            let out = args.out.join("vllm").join(name);
+            // Every gateway's pods publish KV events, though only kv_aware reads them.
+            let run = runtime.block_on(engine_runs::run_through(
+                Pods::Vllm,
+                args.vllm_pods,
+                name,
+                gateway,
+                PodEvents::Published,
+                &workload,
+                &out,
+            ));
+            match run {
+                Ok(run) => {
+                    let run = PeerRun::of_engines(&run, "shared_prefix", workload.rate, args.vllm_pods);
+                    say(
+                        &bar,
+                        format!(
+                            "real vLLM, shared_prefix: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
+                            run.ttft_ms.p90,
+                            run.ttft_ms.mean,
+                            run.failed,
+                            run.requests,
+                            run.prefix_hit_rate * 100.0
+                        ),
+                    );
+                    results.runs.push(run);
+                    if let Err(message) = write_results(&args.out, &results) {
+                        eprintln!("error: {message}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+                Err(message) => say(&bar, format!("real vLLM, shared_prefix: {name} failed: {message}")),
+            }
+            bar.inc(1);
         }
     }
     bar.finish_with_message("done");

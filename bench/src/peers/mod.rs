@@ -6,6 +6,8 @@
 
 pub mod report;
 
+use std::net::SocketAddr;
+
 use serde::{Deserialize, Serialize};
 
 use infergate_envoy_config::UpstreamPolicy;
@@ -49,13 +51,28 @@ pub enum PeerRouterKind {
 impl PeerRouterKind {
     /// The router for pods without KV events; `None` for `kv_aware`, which needs them.
     pub fn without_kv_events(self) -> Option<PeerRouter> {
-        match self {
-            PeerRouterKind::SmgCacheAware => Some(PeerRouter::SmgCacheAware),
-            PeerRouterKind::SmgPrefixHash => Some(PeerRouter::SmgPrefixHash),
-            PeerRouterKind::VllmRouterCacheAware => Some(PeerRouter::VllmRouterCacheAware),
-            PeerRouterKind::VllmRouterSticky => Some(PeerRouter::VllmRouterSticky),
-            PeerRouterKind::VllmRouterKvAware => None,
-        }
+        self.router(&[], 0, None)
+    }
+
+    /// The router in front of pods publishing their KV events at `kv_events` (one per
+    /// pod, none for pods that publish none) in blocks of `block_size` tokens; `kv_aware`
+    /// binds sessions for `session_ttl_s` when set. `None` for `kv_aware` without events.
+    pub fn router(
+        self,
+        kv_events: &[(SocketAddr, String)],
+        block_size: u32,
+        session_ttl_s: Option<u64>,
+    ) -> Option<PeerRouter> {
+        Some(match self {
+            PeerRouterKind::SmgCacheAware => PeerRouter::SmgCacheAware,
+            PeerRouterKind::SmgPrefixHash => PeerRouter::SmgPrefixHash,
+            PeerRouterKind::VllmRouterCacheAware => PeerRouter::VllmRouterCacheAware,
+            PeerRouterKind::VllmRouterSticky => PeerRouter::VllmRouterSticky,
+            PeerRouterKind::VllmRouterKvAware if kv_events.is_empty() => return None,
+            PeerRouterKind::VllmRouterKvAware => {
+                PeerRouter::VllmRouterKvAware { kv_events: kv_events.to_vec(), block_size, session_ttl_s }
+            }
+        })
     }
 }
 
@@ -110,6 +127,24 @@ impl PeerRun {
             requests: result.requests,
             failed: result.failed,
             prefix_hit_rate: result.prefix_hit_rate,
+            pods,
+        }
+    }
+}
+
+impl PeerRun {
+    /// A part-3 run: inference-perf's own TTFT, the engines' own hit rate.
+    pub fn of_engines(run: &crate::engine_runs::EngineRun, workload: &str, load: f64, pods: usize) -> Self {
+        let ttft = run.summary.ttft_ms;
+        Self {
+            part: 3,
+            workload: workload.to_string(),
+            load,
+            gateway: run.policy.to_string(),
+            ttft_ms: Percentiles { mean: ttft.mean, p50: ttft.p50, p90: ttft.p90, p99: ttft.p99 },
+            requests: run.summary.sent as usize,
+            failed: run.summary.failed as usize,
+            prefix_hit_rate: run.counters.hit_rate().unwrap_or(0.0),
             pods,
         }
     }

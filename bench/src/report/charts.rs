@@ -300,10 +300,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("infergate-charts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_default();
         let policies = vec![
-            PolicyRuns { policy: "round_robin".into(), runs: vec![run(5_960.0), run(20_000.0)] },
-            PolicyRuns { policy: "infergate".into(), runs: vec![run(44.3), run(45.0)] },
+            PolicyRuns { policy: "round_robin".into(), runs: vec![run(5_960.0), run(20_000.0)], by_seed: Vec::new() },
+            PolicyRuns { policy: "infergate".into(), runs: vec![run(44.3), run(45.0)], by_seed: Vec::new() },
         ];
-        let report = WorkloadReport { workload: "bursty-chat".into(), seed: 42, qps: vec![4.8, 9.6], policies };
+        let report = WorkloadReport {
+            workload: "bursty-chat".into(),
+            seed: 42,
+            seeds: Vec::new(),
+            qps: vec![4.8, 9.6],
+            policies,
+        };
         let written = write_all(&dir, &[report]).unwrap_or_default();
         let read = |stem: &str| std::fs::read_to_string(dir.join(format!("{stem}.svg"))).unwrap_or_default();
         let (lines, headline) = (read("ttft-p90-bursty-chat"), read("headline"));

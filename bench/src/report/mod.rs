@@ -16,14 +16,30 @@ use crate::results::RunResult;
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRuns {
     pub policy: String,
-    /// One result per load step, in step order.
+    /// One result per load step, in step order: the mean over the seeds when several
+    /// ran ([`RunResult::mean_over`]).
     pub runs: Vec<RunResult>,
+    /// With several seeds, per load step, each seed's result in seed order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_seed: Vec<Vec<RunResult>>,
+}
+
+impl PolicyRuns {
+    /// The smallest and largest of `figure` over the seeds at `step`, when several ran.
+    pub fn spread(&self, step: usize, figure: impl Fn(&RunResult) -> f64) -> Option<(f64, f64)> {
+        let runs = self.by_seed.get(step).filter(|runs| runs.len() > 1)?;
+        let values = runs.iter().map(figure);
+        Some(values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v))))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadReport {
     pub workload: String,
+    /// The first seed; with several, `seeds` lists them all.
     pub seed: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<u64>,
     /// The x-axis: offered requests (or conversations) per second.
     pub qps: Vec<f64>,
     pub policies: Vec<PolicyRuns>,
@@ -59,9 +75,21 @@ fn fmt_ms(ms: f64) -> String {
     }
 }
 
-/// One table of `cell` per policy (rows) and load step (columns).
-fn by_load(out: &mut String, report: &WorkloadReport, title: &str, cell: impl Fn(&RunResult) -> String) {
-    let _ = writeln!(out, "{title} by offered load ({}):\n", report.load_unit());
+/// One table of `figure` per policy (rows) and load step (columns), each cell written
+/// by `cell`: the seeds' mean, then their range in brackets when several ran.
+fn by_load(
+    out: &mut String,
+    report: &WorkloadReport,
+    title: &str,
+    figure: impl Fn(&RunResult) -> f64,
+    cell: impl Fn(f64) -> String,
+) {
+    let seeds = if report.seeds.len() > 1 {
+        format!("; mean of seeds {}, their range in brackets", seed_list(&report.seeds))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "{title} by offered load ({}{seeds}):\n", report.load_unit());
     let _ = write!(out, "| policy |");
     for qps in &report.qps {
         let _ = write!(out, " {qps} |");
@@ -73,12 +101,23 @@ fn by_load(out: &mut String, report: &WorkloadReport, title: &str, cell: impl Fn
     out.push('\n');
     for policy in &report.policies {
         let _ = write!(out, "| {} |", policy.policy);
-        for run in &policy.runs {
-            let _ = write!(out, " {} |", cell(run));
+        for (step, run) in policy.runs.iter().enumerate() {
+            let _ = match policy.spread(step, &figure) {
+                Some((lo, hi)) => write!(out, " {} ({}–{}) |", cell(figure(run)), cell(lo), cell(hi)),
+                None => write!(out, " {} |", cell(figure(run))),
+            };
         }
         out.push('\n');
     }
     out.push('\n');
+}
+
+/// "42–46" for consecutive seeds, else each.
+fn seed_list(seeds: &[u64]) -> String {
+    match (seeds.first(), seeds.last()) {
+        (Some(first), Some(last)) if seeds.windows(2).all(|w| w[1] == w[0] + 1) => format!("{first}–{last}"),
+        _ => seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+    }
 }
 
 /// The real-trace workloads, whose targets hold at every load step.
@@ -90,18 +129,23 @@ pub fn markdown(reports: &[WorkloadReport]) -> String {
     let mut out = String::new();
     for report in reports {
         let _ = writeln!(out, "### {}\n", report.workload);
-        by_load(&mut out, report, "TTFT p90 (ms)", |r| fmt_ms(r.ttft_ms.p90));
+        by_load(&mut out, report, "TTFT p90 (ms)", |r| r.ttft_ms.p90, fmt_ms);
         if EVERY_LOAD.contains(&report.workload.as_str()) {
-            by_load(&mut out, report, "TTFT mean (ms)", |r| fmt_ms(r.ttft_ms.mean));
-            by_load(&mut out, report, "Prefix hit rate", |r| format!("{:.1}%", 100.0 * r.prefix_hit_rate));
+            by_load(&mut out, report, "TTFT mean (ms)", |r| r.ttft_ms.mean, fmt_ms);
+            by_load(&mut out, report, "Prefix hit rate", |r| r.prefix_hit_rate, |v| format!("{:.1}%", 100.0 * v));
         }
         if let Some(ours) = report.policy("infergate").filter(|p| p.runs.iter().any(|r| r.prefix_belief.is_some())) {
             out.push_str(&belief_markdown(report, ours));
         }
         let top = report.top_step();
+        let seeds = if report.seeds.len() > 1 {
+            format!(" (means of seeds {})", seed_list(&report.seeds))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "At {} {}:\n\n| policy | TTFT mean | p50 | p90 | p99 | TPOT p90 | E2E p90 | output tok/s | prefix hit | LoRA loads | failed | busy CV |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "At {} {}{seeds}:\n\n| policy | TTFT mean | p50 | p90 | p99 | TPOT p90 | E2E p90 | output tok/s | prefix hit | LoRA loads | failed | busy CV |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             report.qps.get(top).copied().unwrap_or_default(),
             report.load_unit()
         );
@@ -241,4 +285,49 @@ pub fn targets(reports: &[WorkloadReport]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Percentiles;
+
+    fn run(p90: f64) -> RunResult {
+        let mut run = RunResult::from_outcomes(&[]);
+        run.ttft_ms = Percentiles { p90, ..Percentiles::default() };
+        run.requests = 10;
+        run
+    }
+
+    #[test]
+    fn with_several_seeds_a_cell_is_their_mean_and_range() {
+        let by_seed = vec![vec![run(100.0), run(300.0), run(200.0)]];
+        let runs = by_seed.iter().filter_map(|r| RunResult::mean_over(r)).collect();
+        let report = WorkloadReport {
+            workload: "shared-prefix".into(),
+            seed: 42,
+            seeds: vec![42, 43, 44],
+            qps: vec![5.0],
+            policies: vec![PolicyRuns { policy: "infergate".into(), runs, by_seed }],
+        };
+        let mut out = String::new();
+        by_load(&mut out, &report, "TTFT p90 (ms)", |r| r.ttft_ms.p90, fmt_ms);
+        assert!(out.contains("mean of seeds 42–44, their range in brackets"), "{out}");
+        assert!(out.contains("| infergate | 200 (100–300) |"), "{out}");
+    }
+
+    #[test]
+    fn one_seed_writes_plain_cells() {
+        let report = WorkloadReport {
+            workload: "shared-prefix".into(),
+            seed: 42,
+            seeds: Vec::new(),
+            qps: vec![5.0],
+            policies: vec![PolicyRuns { policy: "infergate".into(), runs: vec![run(150.0)], by_seed: Vec::new() }],
+        };
+        let mut out = String::new();
+        by_load(&mut out, &report, "TTFT p90 (ms)", |r| r.ttft_ms.p90, fmt_ms);
+        assert!(out.contains("| infergate | 150 |"), "{out}");
+        assert_eq!(seed_list(&[1, 5]), "1, 5");
+    }
 }
