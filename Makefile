@@ -342,6 +342,17 @@ bench-engines: setup wasm vllm inference-perf ## real vLLM and model-sim under i
 	cargo build --release --locked -p infergate-metrics-agent -p infergate-epp -p infergate-bench
 	target/release/engines --out bench/results/engines $(ENGINES_ARGS)
 
+# The peers' own routers beside infergate, each its own gateway in front of fresh pods:
+# part 2 on model-sim pods (bursty chat, shared prefix, the trace, the agentic sessions
+# at 16 and 32 at once), part 3 on 3 real vLLM pods under inference-perf (about 3 hours
+# in all). AGENTIC=DIR replays another directory of sessions in the same format;
+# PEERS_ARGS passes other options (see `target/release/peers --help`).
+AGENTIC ?= ../shared/traces/agentic
+.PHONY: bench-peers
+bench-peers: setup wasm vllm inference-perf ## infergate beside the real smg and vllm-router on the same pods: model-sim (part 2) and real vLLM (part 3)
+	cargo build --release --locked -p infergate-metrics-agent -p infergate-bench
+	target/release/peers --agentic $(AGENTIC) --out bench/results/peers $(PEERS_ARGS)
+
 clean: ## remove target/, $(VENV) and .run (cargo clean)
 	cargo clean
 	rm -rf $(VENV) .run

@@ -63,6 +63,9 @@ struct Args {
     vllm_pods: usize,
     #[arg(long, default_value = "bench/results/peers")]
     out: PathBuf,
+    /// Only write results.md and the chart again from `--out`'s results.json.
+    #[arg(long)]
+    report_only: bool,
 }
 
 /// Part 3's workload: BENCHMARKS.md part 3's inference-perf `shared_prefix` (15 groups
@@ -159,7 +162,7 @@ fn write_results(out: &Path, results: &PeerResults) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(message) = check(&args) {
+    if let Err(message) = check(&args).or_else(|e| if args.report_only { Ok(()) } else { Err(e) }) {
         eprintln!("error: {message}");
         return ExitCode::from(2);
     }
@@ -181,11 +184,20 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    let mut results = PeerResults {
-        provenance: Provenance::here(),
-        peers: vec![format!("smg {SMG_VERSION}"), format!("vllm-router {VLLM_ROUTER_VERSION}")],
-        runs: Vec::new(),
-    };
+    let earlier = std::fs::read_to_string(args.out.join("results.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<PeerResults>(&text).ok());
+    if args.report_only {
+        return match earlier {
+            Some(results) => write_report(&args.out, &results),
+            None => {
+                eprintln!("error: --report-only: no readable {}", args.out.join("results.json").display());
+                ExitCode::from(2)
+            }
+        };
+    }
+    let peers = vec![format!("smg {SMG_VERSION}"), format!("vllm-router {VLLM_ROUTER_VERSION}")];
+    let mut results = PeerResults::for_parts(&args.parts, Provenance::here(), peers, earlier);
     let gateways: Vec<(&'static str, Gateway)> = GATEWAYS
         .into_iter()
         .filter(|g| args.gateways.iter().any(|wanted| wanted == g))
@@ -286,9 +298,14 @@ fn main() -> ExitCode {
         }
     }
     bar.finish_with_message("done");
-    if let Err(message) = report::chart(&args.out, &results) {
+    write_report(&args.out, &results)
+}
+
+/// `results.md` and the chart, from `results`.
+fn write_report(out: &Path, results: &PeerResults) -> ExitCode {
+    if let Err(message) = report::chart(out, results) {
         eprintln!("error: the chart: {message}");
         return ExitCode::FAILURE;
     }
-    cli::report(&args.out, &report::markdown(&results))
+    cli::report(out, &report::markdown(results))
 }

@@ -153,11 +153,51 @@ impl PeerRun {
 /// `results.json`: where it came from, and every run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerResults {
+    /// The run that wrote the file last.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// Where each part's runs came from: a run of one part keeps the other's.
+    #[serde(default)]
+    pub parts: Vec<PartProvenance>,
     /// The peers' versions, as installed.
     pub peers: Vec<String>,
     pub runs: Vec<PeerRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartProvenance {
+    pub part: u8,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+}
+
+impl PeerResults {
+    /// A new file for a run of `parts`, keeping from `earlier` (the file as it was) the
+    /// runs and provenance of every other part.
+    pub fn for_parts(parts: &[u8], here: Provenance, peers: Vec<String>, earlier: Option<PeerResults>) -> Self {
+        let (mut kept_parts, runs) = match earlier {
+            Some(earlier) => {
+                // A file from before `parts` was written: its one provenance is each part's.
+                let mut earlier_parts = earlier.parts;
+                if earlier_parts.is_empty() {
+                    let mut seen: Vec<u8> = earlier.runs.iter().map(|r| r.part).collect();
+                    seen.dedup();
+                    earlier_parts = seen
+                        .into_iter()
+                        .map(|part| PartProvenance { part, provenance: earlier.provenance.clone() })
+                        .collect();
+                }
+                (
+                    earlier_parts.into_iter().filter(|p| !parts.contains(&p.part)).collect::<Vec<_>>(),
+                    earlier.runs.into_iter().filter(|r| !parts.contains(&r.part)).collect(),
+                )
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        kept_parts.extend(parts.iter().map(|&part| PartProvenance { part, provenance: here.clone() }));
+        kept_parts.sort_by_key(|p| p.part);
+        Self { provenance: here, parts: kept_parts, peers, runs }
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +224,7 @@ mod tests {
                 command: "peers".into(),
                 cores: 2,
             },
+            parts: Vec::new(),
             peers: vec!["smg 1.13.0".into()],
             runs: vec![PeerRun {
                 part: 2,
@@ -208,5 +249,33 @@ mod tests {
         }
         let back: PeerResults = serde_json::from_value(json).expect("reads back");
         assert_eq!(back, results);
+    }
+
+    #[test]
+    fn a_run_of_one_part_keeps_the_others_runs() {
+        let at = |commit: &str| Provenance {
+            commit: commit.into(),
+            dirty: false,
+            date: String::new(),
+            command: String::new(),
+            cores: 2,
+        };
+        let run = |part| PeerRun {
+            part,
+            workload: "w".into(),
+            load: 1.0,
+            gateway: "infergate".into(),
+            ttft_ms: Percentiles::default(),
+            requests: 1,
+            failed: 0,
+            prefix_hit_rate: 0.0,
+            pods: 1,
+        };
+        let both = PeerResults::for_parts(&[2, 3], at("a"), Vec::new(), None);
+        let both = PeerResults { runs: vec![run(2), run(3)], ..both };
+        let again = PeerResults::for_parts(&[3], at("b"), Vec::new(), Some(both));
+        assert_eq!(again.runs, vec![run(2)], "part 3 is being rerun; part 2's run stays");
+        let commits: Vec<(u8, &str)> = again.parts.iter().map(|p| (p.part, p.provenance.commit.as_str())).collect();
+        assert_eq!(commits, [(2, "a"), (3, "b")]);
     }
 }

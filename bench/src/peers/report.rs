@@ -97,10 +97,52 @@ pub fn verdict(runs: &[&PeerRun]) -> String {
     compared + &left_out
 }
 
+/// One row per workload and load: infergate against the best comparable real peer, on
+/// TTFT p90 and mean (ratios below 1 are infergate's wins), and the hit rates.
+pub fn summary(runs: &[PeerRun]) -> String {
+    let mut out = String::from(
+        "| pods | workload | load | infergate p90 | best real peer's p90 | ratio | infergate mean | best real peer's mean | ratio | infergate hit rate | best real peer's hit rate |\n|---|---|---|---:|---|---:|---:|---|---:|---:|---|\n",
+    );
+    for case in cases(runs) {
+        let runs = runs_of(runs, &case);
+        let Some(ours) = runs.iter().find(|r| r.gateway == "infergate") else { continue };
+        let p90 = against_best(&runs, |r| r.ttft_ms.p90);
+        let mean = against_best(&runs, |r| r.ttft_ms.mean);
+        let hit = runs
+            .iter()
+            .filter(|r| Gateway::is_real_peer(&r.gateway) && comparable(r))
+            .max_by(|a, b| a.prefix_hit_rate.total_cmp(&b.prefix_hit_rate));
+        let pods = if case.0 == 3 { "real vLLM" } else { "model-sim" };
+        let cell = |best: Option<(String, f64, f64)>| match best {
+            Some((peer, value, ratio)) => {
+                let bold = if ratio < 1.0 { format!("**{ratio:.2}×**") } else { format!("{ratio:.2}×") };
+                (format!("{} `{peer}`", ms(value)), bold)
+            }
+            None => ("–".into(), "–".into()),
+        };
+        let (p90_peer, p90_ratio) = cell(p90);
+        let (mean_peer, mean_ratio) = cell(mean);
+        let _ = writeln!(
+            out,
+            "| {pods} | {} | {} | {} | {p90_peer} | {p90_ratio} | {} | {mean_peer} | {mean_ratio} | {:.1}% | {} |",
+            case.1,
+            load_label(&case.1, case.2),
+            ms(ours.ttft_ms.p90),
+            ms(ours.ttft_ms.mean),
+            ours.prefix_hit_rate * 100.0,
+            hit.map_or_else(|| "–".into(), |h| format!("{:.1}% `{}`", h.prefix_hit_rate * 100.0, h.gateway)),
+        );
+    }
+    out
+}
+
 pub fn markdown(results: &PeerResults) -> String {
     let mut out = String::from("# The peers' own routers beside infergate\n\n");
     let _ = writeln!(out, "Made {}.", results.provenance.line());
     let _ = writeln!(out, "Peers as installed: {}.\n", results.peers.join(", "));
+    out.push_str("## Summary\n\nTTFT in ms, infergate against the best real peer that served 99% or more of its requests (a ratio below 1 is infergate's lead):\n\n");
+    out.push_str(&summary(&results.runs));
+    out.push('\n');
     for part in [2u8, 3] {
         let part_cases: Vec<_> = cases(&results.runs).into_iter().filter(|c| c.0 == part).collect();
         if part_cases.is_empty() {
