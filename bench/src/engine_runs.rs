@@ -175,7 +175,7 @@ pub async fn run_through(
             match events {
                 PodEvents::None => vllm.push(VllmPod::vllm(false, out)),
                 PodEvents::Published => {
-                    let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(out);
+                    let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(&[], out);
                     kv_events.push((pod.address, endpoint));
                     vllm.push(pod);
                 }
@@ -241,6 +241,72 @@ pub async fn run_through(
     drop(routed);
     drop(vllm);
     Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups, tail })
+}
+
+/// What the agentic replay on real vLLM sets of `engines/vllm/serve.sh`: a 4,096-token
+/// window (the default KV cache, 6,400 tokens, must hold one whole request).
+pub const AGENTIC_VLLM_ENV: [(&str, &str); 1] = [("VLLM_MAX_MODEL_LEN", "4096")];
+
+/// How long `kv_aware` keeps a session on its pod in the agentic replay.
+const SESSION_TTL_S: u64 = 300;
+
+/// The requests of `scenario` (already scaled for SmolLM2: `workloads::scaled`) sent
+/// by part 2's load generator, closed loop, through `gateway` to `count` fresh real
+/// vLLM pods that publish their KV events.
+pub async fn run_scenario_through(
+    count: usize,
+    name: &'static str,
+    gateway: &Gateway,
+    scenario: &std::sync::Arc<crate::workloads::Scenario>,
+    out: &Path,
+) -> Result<crate::e2e::Measured, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let client = reqwest::Client::new();
+    eprintln!("vllm/{name}: starting {count} fresh vLLM pods (30-70 s)");
+    let mut vllm = Vec::new();
+    let mut kv_events = Vec::new();
+    for _ in 0..count {
+        let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(&AGENTIC_VLLM_ENV, out);
+        kv_events.push((pod.address, endpoint));
+        vllm.push(pod);
+    }
+    for pod in &mut vllm {
+        pod.wait_ready(&client).await;
+        decode_check(&client, pod).await?;
+    }
+    let addresses: Vec<SocketAddr> = vllm.iter().map(|p| p.address).collect();
+    let routed = match gateway {
+        Gateway::Envoy(policy) => Routed::Envoy(Box::new(
+            Stack::start(StackSpec {
+                pools: vec![("fleet", count)],
+                models: vec![ModelSpec::base(MODEL, "fleet")],
+                max_body_bytes: 8 * 1024 * 1024,
+                profile: SMOLLM2_CPU,
+                upstream_policy: *policy,
+                access_log: false,
+                scrape_interval_ms: 100,
+                request_timeout_ms: 300_000,
+                external_pods: Some((Engine::Vllm, addresses.clone())),
+                ..StackSpec::default()
+            })
+            .await,
+        )),
+        Gateway::Peer(kind) => {
+            let fleet = Fleet::external(addresses.clone());
+            let router = kind
+                .router(&kv_events, SMOLLM2_CPU.block_size, Some(SESSION_TTL_S))
+                .ok_or_else(|| format!("{name} needs the pods' KV events"))?;
+            Routed::Peer(PeerGateway::start(router, &fleet.pods, MODEL, out).await, fleet)
+        }
+    };
+    let urls = match &routed {
+        Routed::Envoy(stack) => vec![format!("{}/v1/chat/completions", stack.gateway_url)],
+        Routed::Peer(gateway, _) => vec![format!("{}/v1/chat/completions", gateway.url())],
+    };
+    let measured = crate::e2e::drive(scenario, urls, &addresses, 1.0).await;
+    drop(routed);
+    drop(vllm);
+    Ok(measured)
 }
 
 /// Keeps Envoy's access log beside the report, once it holds every request's line

@@ -98,8 +98,9 @@ impl EnginePod {
     /// A vLLM pod serving `smollm2` that publishes its KV events (vLLM's
     /// `--kv-events-config`, ZeroMQ) on a Unix socket in `log_dir`, and serves
     /// `/v1/completions/render` (`--enable-scale-out`), as vllm-router's `kv_aware`
-    /// needs; the endpoint a subscriber connects to is returned beside it.
-    pub fn vllm_publishing_kv_events(log_dir: &Path) -> (Self, String) {
+    /// needs; the endpoint a subscriber connects to is returned beside it. `env` sets
+    /// serve.sh's variables (`VLLM_MAX_MODEL_LEN`, ...).
+    pub fn vllm_publishing_kv_events(env: &[(&str, &str)], log_dir: &Path) -> (Self, String) {
         let port = free_port();
         let endpoint = format!("ipc://{}", log_dir.join(format!("kv-events-{port}.sock")).display());
         let config = serde_json::json!({
@@ -114,7 +115,7 @@ impl EnginePod {
             engine: "vllm",
             script: "engines/vllm/serve.sh",
             args: &args,
-            env: &[],
+            env,
             start_timeout: VLLM_START_TIMEOUT,
         };
         (Self::spawn_on(&command, &[], port, log_dir), endpoint)

@@ -17,7 +17,7 @@ use infergate_bench::engine_runs::{self, PodEvents, Pods};
 use infergate_bench::inference_perf::{self, SharedPrefix};
 use infergate_bench::peers::{GATEWAYS, Gateway, PeerResults, PeerRun, report};
 use infergate_bench::provenance::Provenance;
-use infergate_bench::workloads::{Scenario, TraceReplay, Workload};
+use infergate_bench::workloads::{LoadStep, Scaling, Scenario, TraceReplay, Workload, scaled};
 use infergate_bench::{cli, e2e, suite};
 use infergate_harness::peer_router::{SMG_VERSION, VLLM_ROUTER_VERSION, peers_venv};
 
@@ -61,6 +61,15 @@ struct Args {
     vllm_duration: u32,
     #[arg(long, default_value_t = 3)]
     vllm_pods: usize,
+    /// Part 3 also replays the agentic sessions on the vLLM pods, this many at once for
+    /// `--vllm-agentic-duration` seconds, every prompt cut to its first
+    /// 1/`--vllm-agentic-divisor` (0 sessions: no replay).
+    #[arg(long, default_value_t = 16.0)]
+    vllm_agentic_sessions: f64,
+    #[arg(long, default_value_t = 300.0)]
+    vllm_agentic_duration: f64,
+    #[arg(long, default_value_t = 100)]
+    vllm_agentic_divisor: usize,
     #[arg(long, default_value = "bench/results/peers")]
     out: PathBuf,
     /// Only write results.md and the chart again from `--out`'s results.json.
@@ -112,6 +121,18 @@ fn part_2_workloads(args: &Args) -> Result<Vec<Box<dyn Workload>>, String> {
         workloads.push(Box::new(agentic));
     }
     Ok(workloads)
+}
+
+/// Part 3's agentic replay: the sessions at `--vllm-agentic-sessions`, scaled for
+/// SmolLM2 on the vLLM pods.
+fn vllm_agentic(args: &Args) -> Result<Scenario, String> {
+    let sessions = args.vllm_agentic_sessions;
+    let agentic =
+        suite::agentic(suite::SuiteKind::Quick, &args.agentic, Some(vec![sessions]), Some(args.vllm_agentic_duration))
+            .map_err(|e| format!("agentic: {e}"))?;
+    let scenario = agentic.scenario(LoadStep { qps: sessions }, suite::e2e_request_set_seed("agentic", args.seed, 0));
+    let scaling = Scaling { divisor: args.vllm_agentic_divisor, max_output_tokens: 32, pods: args.vllm_pods };
+    Ok(scaled(&scenario, scaling, engine_runs::MODEL, engine_runs::SMOLLM2_CPU))
 }
 
 fn check(args: &Args) -> Result<(), String> {
@@ -203,7 +224,8 @@ fn main() -> ExitCode {
         .filter(|g| args.gateways.iter().any(|wanted| wanted == g))
         .filter_map(|g| Gateway::named(g).map(|gateway| (g, gateway)))
         .collect();
-    let steps: usize = workloads.iter().map(|w| w.steps().len()).sum::<usize>() + usize::from(args.parts.contains(&3));
+    let part_3_runs = if args.parts.contains(&3) { 1 + usize::from(args.vllm_agentic_sessions > 0.0) } else { 0 };
+    let steps: usize = workloads.iter().map(|w| w.steps().len()).sum::<usize>() + part_3_runs;
     let bar = ProgressBar::new((steps * gateways.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
@@ -295,6 +317,55 @@ fn main() -> ExitCode {
                 Err(message) => say(&bar, format!("real vLLM, shared_prefix: {name} failed: {message}")),
             }
             bar.inc(1);
+        }
+        if args.vllm_agentic_sessions > 0.0 {
+            let scenario = match vllm_agentic(&args) {
+                Ok(scenario) => Arc::new(scenario),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(2);
+                }
+            };
+            let sessions = args.vllm_agentic_sessions;
+            for (name, gateway) in &gateways {
+                bar.set_message(format!("real vLLM, agentic at {sessions} sessions: {name}"));
+                let out = args.out.join("vllm-agentic").join(name);
+                match runtime.block_on(engine_runs::run_scenario_through(
+                    args.vllm_pods,
+                    name,
+                    gateway,
+                    &scenario,
+                    &out,
+                )) {
+                    Ok(measured) => {
+                        let run = PeerRun::of(3, "agentic", sessions, name, args.vllm_pods, &measured.result);
+                        say(
+                            &bar,
+                            format!(
+                                "real vLLM, agentic: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
+                                run.ttft_ms.p90,
+                                run.ttft_ms.mean,
+                                run.failed,
+                                run.requests,
+                                run.prefix_hit_rate * 100.0
+                            ),
+                        );
+                        let trace = out.join("trace.jsonl");
+                        let lines: Vec<String> =
+                            measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+                        if let Err(e) = std::fs::write(&trace, lines.join("\n") + "\n") {
+                            eprintln!("error: cannot write {}: {e}", trace.display());
+                        }
+                        results.runs.push(run);
+                        if let Err(message) = write_results(&args.out, &results) {
+                            eprintln!("error: {message}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                    Err(message) => say(&bar, format!("real vLLM, agentic: {name} failed: {message}")),
+                }
+                bar.inc(1);
+            }
         }
     }
     bar.finish_with_message("done");

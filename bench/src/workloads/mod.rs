@@ -12,7 +12,7 @@ mod trace_replay;
 use infergate_model_sim::engine::EngineProfile;
 use serde::Serialize;
 
-pub use agentic::{Agentic, AgenticError};
+pub use agentic::{Agentic, AgenticError, Scaling, scaled};
 pub use bursty_chat::BurstyChat;
 pub use calibration::{Calibration, CalibrationCase};
 pub use multi_lora::{LoraVariant, MultiLora};

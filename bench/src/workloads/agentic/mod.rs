@@ -27,6 +27,8 @@
 //! context takes a seventh of a pod's cache. A session with a call that would not fit
 //! in an empty pod is left out at load time, named.
 
+mod scaled;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,6 +40,8 @@ use xxhash_rust::xxh64::xxh64;
 
 use super::{BASE_MODEL, CalibrationPlan, LoadStep, Scenario, Workload};
 use crate::request::{Arrival, BenchRequest, BlockLibrary, BlockPrompt, Prompt, render};
+
+pub use scaled::{Scaling, scaled};
 
 /// The pods' engine (see the module doc).
 const PROFILE: EngineProfile = EngineProfile::LLAMA_3_1_8B_H100_FP8_KV;
