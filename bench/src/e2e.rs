@@ -19,14 +19,16 @@ use std::time::Duration;
 use infergate_core::config::GatewaySettings;
 use infergate_envoy_config::UpstreamPolicy;
 use infergate_harness::fleet::Fleet;
-use infergate_harness::peer_router::{PeerGateway, PeerRouter, SESSION_HEADER};
+use infergate_harness::peer_router::{PeerGateway, SESSION_HEADER};
 use infergate_harness::{ModelSpec, Stack, StackSpec};
+use infergate_model_sim::server::PodSpec;
 use serde_json::json;
 use tokio::time::Instant;
 
 use infergate_core::wire::header::{DECISION, SERVED_BY};
 
 use crate::engine_runs;
+use crate::peers::PeerRouterKind;
 use crate::request::{Arrival, BenchRequest};
 use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::{BASE_MODEL, Scenario};
@@ -121,17 +123,38 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
     measured
 }
 
+/// How long vllm-router's `kv_aware` keeps a session on its pod where the workload has
+/// sessions: past the longest think time the workload plays.
+const KV_AWARE_SESSION_TTL_S: u64 = 300;
+
 /// The same requests through one of the peers' own routers, run as its own gateway in
-/// front of fresh pods of the scenario's fleet (`log_dir` keeps the router's log).
-pub async fn run_peer(scenario: Arc<Scenario>, router: PeerRouter, time_scale: f64, log_dir: &Path) -> Measured {
-    let fleet = Fleet::start_serving(
+/// front of fresh pods of the scenario's fleet (`log_dir` keeps the router's log). For
+/// `kv_aware`, the pods publish their KV events on loopback ports of their own.
+pub async fn run_peer(scenario: Arc<Scenario>, kind: PeerRouterKind, time_scale: f64, log_dir: &Path) -> Measured {
+    let publish = kind.without_kv_events().is_none();
+    let endpoints: Vec<String> =
+        (0..scenario.pods).map(|_| format!("tcp://127.0.0.1:{}", infergate_harness::stack::free_port())).collect();
+    let shaped = endpoints.clone();
+    let publishing = move |index: usize, spec: PodSpec| PodSpec {
+        kv_events: publish.then(|| shaped.get(index).cloned()).flatten(),
+        ..spec
+    };
+    let fleet = Fleet::start_shaped(
         scenario.pods,
         scenario.profile,
         time_scale,
         &[BASE_MODEL.to_string()],
         &scenario.adapters,
+        &publishing,
     )
     .await;
+    let kv_events: Vec<(SocketAddr, String)> =
+        if publish { fleet.pods.iter().copied().zip(endpoints).collect() } else { Vec::new() };
+    let has_sessions = scenario.requests.iter().any(|r| matches!(r.arrival, Arrival::After { .. }));
+    let ttl = has_sessions.then_some(KV_AWARE_SESSION_TTL_S);
+    let router = kind
+        .router(&kv_events, scenario.profile.block_size, ttl)
+        .unwrap_or_else(|| unreachable!("a router that needs KV events gets the pods' endpoints above"));
     let gateway = PeerGateway::start(router, &fleet.pods, BASE_MODEL, log_dir).await;
     let urls = vec![format!("{}/v1/chat/completions", gateway.url())];
     let measured = drive(&scenario, urls, &fleet.pods, time_scale).await;

@@ -96,17 +96,19 @@ impl EnginePod {
     }
 
     /// A vLLM pod serving `smollm2` that publishes its KV events (vLLM's
-    /// `--kv-events-config`, ZeroMQ) on a Unix socket in `log_dir`, and serves
-    /// `/v1/completions/render` (`--enable-scale-out`), as vllm-router's `kv_aware`
-    /// needs; the endpoint a subscriber connects to is returned beside it. `env` sets
-    /// serve.sh's variables (`VLLM_MAX_MODEL_LEN`, ...).
+    /// `--kv-events-config`, ZeroMQ over TCP) and serves `/v1/completions/render`
+    /// (`--enable-scale-out`), as vllm-router's `kv_aware` needs; the endpoint a
+    /// subscriber connects to is returned beside it. vLLM binds its publisher only
+    /// for a wildcard endpoint (`tcp://*:PORT`; any other it connects to), and
+    /// vllm-router takes only `tcp://HOST:PORT`, so the socket listens on every
+    /// address. `env` sets serve.sh's variables (`VLLM_MAX_MODEL_LEN`, ...).
     pub fn vllm_publishing_kv_events(env: &[(&str, &str)], log_dir: &Path) -> (Self, String) {
         let port = free_port();
-        let endpoint = format!("ipc://{}", log_dir.join(format!("kv-events-{port}.sock")).display());
+        let events_port = free_port();
         let config = serde_json::json!({
             "enable_kv_cache_events": true,
             "publisher": "zmq",
-            "endpoint": endpoint,
+            "endpoint": format!("tcp://*:{events_port}"),
             "topic": "",
         })
         .to_string();
@@ -118,7 +120,7 @@ impl EnginePod {
             env,
             start_timeout: VLLM_START_TIMEOUT,
         };
-        (Self::spawn_on(&command, &[], port, log_dir), endpoint)
+        (Self::spawn_on(&command, &[], port, log_dir), format!("tcp://127.0.0.1:{events_port}"))
     }
 
     /// A vLLM pod of a prefill/decode pair (`engines/vllm/serve-pd.sh`), `role` being

@@ -40,7 +40,7 @@ pub enum PeerRouter {
     /// new one goes to the least loaded. Sessions are named by [`SESSION_HEADER`].
     VllmRouterSticky,
     /// `vllm-router --policy kv_aware`, fed each pod's KV-event stream (vLLM's
-    /// `--kv-events-config` ZMQ publisher, `tcp://HOST:PORT`), with session affinity
+    /// `--kv-events-config` ZMQ publisher; the router takes only `tcp://HOST:PORT`), with session affinity
     /// when `session_ttl_s` is set. The router hashes the token ids the events carry in
     /// blocks of `block_size` (the pods' own), and gets a prompt's token ids from each
     /// pod's `/v1/chat/completions/render` (vLLM serves it with `--enable-scale-out`).

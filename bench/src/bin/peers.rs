@@ -157,13 +157,11 @@ fn check(args: &Args) -> Result<(), String> {
 }
 
 /// One gateway on one scenario; `None` for a gateway that cannot run on these pods.
-async fn run_one(args: &Args, gateway: &Gateway, scenario: &Arc<Scenario>, logs: &Path) -> Option<e2e::Measured> {
-    Some(match gateway {
+async fn run_one(args: &Args, gateway: &Gateway, scenario: &Arc<Scenario>, logs: &Path) -> e2e::Measured {
+    match gateway {
         Gateway::Envoy(policy) => e2e::run(Arc::clone(scenario), *policy, args.time_scale, 1).await,
-        Gateway::Peer(kind) => {
-            e2e::run_peer(Arc::clone(scenario), kind.without_kv_events()?, args.time_scale, logs).await
-        }
-    })
+        Gateway::Peer(kind) => e2e::run_peer(Arc::clone(scenario), *kind, args.time_scale, logs).await,
+    }
 }
 
 /// A line above the progress bar, or on stderr where no bar is drawn (not a terminal).
@@ -173,6 +171,34 @@ fn say(bar: &ProgressBar, line: String) {
     } else {
         bar.println(line);
     }
+}
+
+/// One run done: its line, its requests' trace when it has one, and results.json again.
+fn record(
+    bar: &ProgressBar,
+    results: &mut PeerResults,
+    out: &Path,
+    label: &str,
+    run: PeerRun,
+    trace: Option<(&Path, &[e2e::TraceLine])>,
+) -> Result<(), String> {
+    if let Some((path, lines)) = trace {
+        let lines: Vec<String> = lines.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
+        std::fs::write(path, lines.join("\n") + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    say(
+        bar,
+        format!(
+            "{label}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, engines' hit rate {:.1}%",
+            run.ttft_ms.p90,
+            run.ttft_ms.mean,
+            run.failed,
+            run.requests,
+            run.prefix_hit_rate * 100.0
+        ),
+    );
+    results.runs.push(run);
+    write_results(out, results)
 }
 
 fn write_results(out: &Path, results: &PeerResults) -> Result<(), String> {
@@ -237,43 +263,15 @@ fn main() -> ExitCode {
                 Arc::new(workload.scenario(step, suite::e2e_request_set_seed(workload.name(), args.seed, 0)));
             for (name, gateway) in &gateways {
                 bar.set_message(format!("{} at {}: {name}", workload.name(), step.qps));
-                match runtime.block_on(run_one(&args, gateway, &scenario, &args.out.join("logs"))) {
-                    Some(measured) => {
-                        let run = PeerRun::of(2, workload.name(), step.qps, name, scenario.pods, &measured.result);
-                        let trace = args.out.join(format!("trace-{}-{}-{name}.jsonl", workload.name(), step.qps));
-                        let lines: Vec<String> =
-                            measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
-                        if let Err(e) = std::fs::write(&trace, lines.join("\n") + "\n") {
-                            eprintln!("error: cannot write {}: {e}", trace.display());
-                            return ExitCode::FAILURE;
-                        }
-                        say(
-                            &bar,
-                            format!(
-                                "{} at {}: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
-                                workload.name(),
-                                step.qps,
-                                run.ttft_ms.p90,
-                                run.ttft_ms.mean,
-                                run.failed,
-                                run.requests,
-                                run.prefix_hit_rate * 100.0
-                            ),
-                        );
-                        results.runs.push(run);
-                        if let Err(message) = write_results(&args.out, &results) {
-                            eprintln!("error: {message}");
-                            return ExitCode::FAILURE;
-                        }
-                    }
-                    None => say(
-                        &bar,
-                        format!(
-                            "{} at {}: {name} skipped: it needs the pods' KV events, which model-sim does not publish",
-                            workload.name(),
-                            step.qps
-                        ),
-                    ),
+                let measured = runtime.block_on(run_one(&args, gateway, &scenario, &args.out.join("logs")));
+                let run = PeerRun::of(2, workload.name(), step.qps, name, scenario.pods, &measured.result);
+                let trace = args.out.join(format!("trace-{}-{}-{name}.jsonl", workload.name(), step.qps));
+                let label = format!("{} at {}: {name}", workload.name(), step.qps);
+                if let Err(message) =
+                    record(&bar, &mut results, &args.out, &label, run, Some((&trace, &measured.trace)))
+                {
+                    eprintln!("error: {message}");
+                    return ExitCode::FAILURE;
                 }
                 bar.inc(1);
             }
@@ -294,27 +292,16 @@ fn main() -> ExitCode {
                 &workload,
                 &out,
             ));
+            let label = format!("real vLLM, shared_prefix: {name}");
             match run {
                 Ok(run) => {
                     let run = PeerRun::of_engines(&run, "shared_prefix", workload.rate, args.vllm_pods);
-                    say(
-                        &bar,
-                        format!(
-                            "real vLLM, shared_prefix: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
-                            run.ttft_ms.p90,
-                            run.ttft_ms.mean,
-                            run.failed,
-                            run.requests,
-                            run.prefix_hit_rate * 100.0
-                        ),
-                    );
-                    results.runs.push(run);
-                    if let Err(message) = write_results(&args.out, &results) {
+                    if let Err(message) = record(&bar, &mut results, &args.out, &label, run, None) {
                         eprintln!("error: {message}");
                         return ExitCode::FAILURE;
                     }
                 }
-                Err(message) => say(&bar, format!("real vLLM, shared_prefix: {name} failed: {message}")),
+                Err(message) => say(&bar, format!("{label} failed: {message}")),
             }
             bar.inc(1);
         }
@@ -330,6 +317,7 @@ fn main() -> ExitCode {
             for (name, gateway) in &gateways {
                 bar.set_message(format!("real vLLM, agentic at {sessions} sessions: {name}"));
                 let out = args.out.join("vllm-agentic").join(name);
+                let label = format!("real vLLM, agentic: {name}");
                 match runtime.block_on(engine_runs::run_scenario_through(
                     args.vllm_pods,
                     name,
@@ -339,30 +327,15 @@ fn main() -> ExitCode {
                 )) {
                     Ok(measured) => {
                         let run = PeerRun::of(3, "agentic", sessions, name, args.vllm_pods, &measured.result);
-                        say(
-                            &bar,
-                            format!(
-                                "real vLLM, agentic: {name}: TTFT p90 {:.0} ms, mean {:.0} ms, {} of {} failed, hit rate {:.1}%",
-                                run.ttft_ms.p90,
-                                run.ttft_ms.mean,
-                                run.failed,
-                                run.requests,
-                                run.prefix_hit_rate * 100.0
-                            ),
-                        );
                         let trace = out.join("trace.jsonl");
-                        let lines: Vec<String> =
-                            measured.trace.iter().filter_map(|l| serde_json::to_string(l).ok()).collect();
-                        if let Err(e) = std::fs::write(&trace, lines.join("\n") + "\n") {
-                            eprintln!("error: cannot write {}: {e}", trace.display());
-                        }
-                        results.runs.push(run);
-                        if let Err(message) = write_results(&args.out, &results) {
+                        if let Err(message) =
+                            record(&bar, &mut results, &args.out, &label, run, Some((&trace, &measured.trace)))
+                        {
                             eprintln!("error: {message}");
                             return ExitCode::FAILURE;
                         }
                     }
-                    Err(message) => say(&bar, format!("real vLLM, agentic: {name} failed: {message}")),
+                    Err(message) => say(&bar, format!("{label} failed: {message}")),
                 }
                 bar.inc(1);
             }

@@ -16,12 +16,14 @@ pub enum KvEventKind {
     Removed,
 }
 
-/// One event: blocks (by hash, in prompt order for stores) at the end of a step.
+/// One event: blocks (by hash) at the end of a step. A store is one request's run of
+/// newly computed blocks, in prompt order, after `parent` (the block before them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KvEvent {
     pub at: f64,
     pub kind: KvEventKind,
     pub hashes: Vec<u64>,
+    pub parent: Option<u64>,
 }
 
 /// An engine's events, in the order they were published.
@@ -31,13 +33,18 @@ pub struct KvEventLog {
 }
 
 impl KvEventLog {
-    pub fn push(&mut self, at: f64, kind: KvEventKind, hashes: Vec<u64>) {
+    pub fn push(&mut self, at: f64, kind: KvEventKind, hashes: Vec<u64>, parent: Option<u64>) {
         if !hashes.is_empty() {
-            self.events.push(KvEvent { at, kind, hashes });
+            self.events.push(KvEvent { at, kind, hashes, parent });
         }
     }
 
     pub fn events(&self) -> &[KvEvent] {
         &self.events
+    }
+
+    /// The events so far, leaving the log empty: for a publisher that sends them on.
+    pub fn take(&mut self) -> Vec<KvEvent> {
+        std::mem::take(&mut self.events)
     }
 }

@@ -137,6 +137,11 @@ impl Engine {
         self.kv_events.as_ref().map_or(&[], KvEventLog::events)
     }
 
+    /// The KV events published since the last call, taken out of the log.
+    pub fn take_kv_events(&mut self) -> Vec<KvEvent> {
+        self.kv_events.as_mut().map(KvEventLog::take).unwrap_or_default()
+    }
+
     /// An engine run `scale` times slower than its profile (the HTTP server's time
     /// scale) reports its latencies in the real seconds a client sees: its TTFT, ITL
     /// and prefill histograms and its busy time are `scale` times the engine's own. A
@@ -264,7 +269,7 @@ impl Engine {
         }
         self.finish_done(end, &mut events);
         if let Some(log) = &mut self.kv_events {
-            log.push(end, KvEventKind::Removed, self.kv.take_evicted());
+            log.push(end, KvEventKind::Removed, self.kv.take_evicted(), None);
         }
         Some(Step { duration, events })
     }
@@ -274,9 +279,8 @@ impl Engine {
     /// found at admission, was stored by whoever computed it).
     fn publish_step_kv_events(&mut self, chunks: &[u32], end: f64) {
         let Some(log) = &mut self.kv_events else { return };
-        log.push(end, KvEventKind::Removed, self.kv.take_evicted());
+        log.push(end, KvEventKind::Removed, self.kv.take_evicted(), None);
         let block = self.profile.block_size.max(1) as usize;
-        let mut stored = Vec::new();
         for (run, &chunk) in self.running.iter().zip(chunks) {
             if chunk == 0 || run.prefill_left == 0 {
                 continue;
@@ -285,9 +289,10 @@ impl Engine {
             let after = before + chunk as usize;
             let first = (before / block).max(run.allocation.hit_blocks as usize);
             let last = (after / block).min(run.allocation.hashed.len());
-            stored.extend(run.allocation.hashed.get(first..last).unwrap_or_default());
+            let stored = run.allocation.hashed.get(first..last).unwrap_or_default().to_vec();
+            let parent = first.checked_sub(1).and_then(|i| run.allocation.hashed.get(i)).copied();
+            log.push(end, KvEventKind::Stored, stored, parent);
         }
-        log.push(end, KvEventKind::Stored, stored);
     }
 
     /// When a blocked engine can next make progress (an adapter finishes loading).

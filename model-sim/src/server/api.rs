@@ -153,6 +153,18 @@ fn with_body_digest(body: &[u8], mut response: Response) -> Response {
     response
 }
 
+/// vLLM's render endpoints (`/v1/chat/completions/render`, `/v1/completions/render`;
+/// vLLM serves them with `--enable-scale-out`): the request's prompt as token ids
+/// ([`super::tokens`]), without running it. vllm-router's `kv_aware` asks every pod
+/// for them to match a prompt against the pods' KV events.
+pub async fn render(body: Bytes) -> Response {
+    let request: CompletionRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => return openai_error(StatusCode::BAD_REQUEST, "invalid_json", &e.to_string()),
+    };
+    Json(json!({"token_ids": super::tokens::token_ids(&request.prompt_text())})).into_response()
+}
+
 pub async fn list_models(State(pod): State<Arc<Pod>>) -> Response {
     let data: Vec<Value> = pod
         .served_models()

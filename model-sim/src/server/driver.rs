@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::kv_publisher::{BlockTokens, KvPublisher};
 use crate::engine::{
     CHARS_PER_TOKEN, Engine, EngineEvent, EngineProfile, EngineStats, Histogram, SimRequest, block_hashes,
 };
@@ -51,10 +52,13 @@ pub struct DriverHandle {
 }
 
 impl DriverHandle {
-    /// Starts the driver task; it ends when every handle is dropped.
-    pub fn spawn(profile: EngineProfile, time_scale: f64) -> Self {
+    /// Starts the driver task; it ends when every handle is dropped. With a
+    /// `kv_events` endpoint, the engine's KV events are published there as vLLM does.
+    pub fn spawn(profile: EngineProfile, time_scale: f64, kv_events: Option<String>) -> Self {
         let time_scale = time_scale.max(1e-6);
         let engine = Engine::new(profile).reporting_time_scale(time_scale);
+        let engine = if kv_events.is_some() { engine.recording_kv_events() } else { engine };
+        let publisher = kv_events.map(KvPublisher::spawn);
         let published = Arc::new(Mutex::new(Published {
             stats: engine.stats(0.0),
             ttft: engine.ttft.clone(),
@@ -63,7 +67,7 @@ impl DriverHandle {
         }));
         let (submissions, receiver) = mpsc::unbounded_channel();
         let (queries, query_receiver) = mpsc::unbounded_channel();
-        tokio::spawn(drive(engine, receiver, query_receiver, Arc::clone(&published), time_scale));
+        tokio::spawn(drive(engine, receiver, query_receiver, Arc::clone(&published), time_scale, publisher));
         Self { submissions, queries, published }
     }
 
@@ -129,23 +133,30 @@ async fn drive(
     mut queries: mpsc::UnboundedReceiver<CacheQuery>,
     published: Arc<Mutex<Published>>,
     time_scale: f64,
+    publisher: Option<KvPublisher>,
 ) {
     let start = Instant::now();
+    let mut block_tokens = BlockTokens::default();
     let virtual_now = || start.elapsed().as_secs_f64() / time_scale;
     let real_at = |virtual_s: f64| start + Duration::from_secs_f64(virtual_s * time_scale);
     let block_size = engine.profile().block_size;
     let mut listeners: HashMap<u64, mpsc::UnboundedSender<EngineEvent>> = HashMap::new();
     let mut next_id = 0u64;
-    let mut accept = |engine: &mut Engine, listeners: &mut HashMap<u64, _>, s: Submission, now: f64| {
-        next_id += 1;
-        let request =
-            SimRequest::from_text(next_id, now - s.waited_s, &s.prompt, s.output_tokens, s.adapter, block_size);
-        engine.submit(if s.kv_transferred { request.with_transferred_kv() } else { request });
-        listeners.insert(next_id, s.events);
-    };
+    let noting = publisher.is_some();
+    let mut accept =
+        |engine: &mut Engine, listeners: &mut HashMap<u64, _>, tokens: &mut BlockTokens, s: Submission, now: f64| {
+            next_id += 1;
+            let request =
+                SimRequest::from_text(next_id, now - s.waited_s, &s.prompt, s.output_tokens, s.adapter, block_size);
+            if noting {
+                tokens.note(&s.prompt, &request.block_hashes, block_size, request.adapter.as_deref());
+            }
+            engine.submit(if s.kv_transferred { request.with_transferred_kv() } else { request });
+            listeners.insert(next_id, s.events);
+        };
     loop {
         while let Ok(submission) = submissions.try_recv() {
-            accept(&mut engine, &mut listeners, submission, virtual_now());
+            accept(&mut engine, &mut listeners, &mut block_tokens, submission, virtual_now());
         }
         let now = virtual_now();
         match engine.step(now) {
@@ -170,6 +181,12 @@ async fn drive(
                     }
                 }
                 publish(&engine, &published, virtual_now());
+                if let Some(publisher) = &publisher {
+                    let unix_s = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    publisher.publish(&mut block_tokens, engine.take_kv_events(), block_size, unix_s);
+                }
             }
             None => {
                 publish(&engine, &published, now);
@@ -182,7 +199,7 @@ async fn drive(
                 };
                 tokio::select! {
                     submission = submissions.recv() => match submission {
-                        Some(submission) => accept(&mut engine, &mut listeners, submission, virtual_now()),
+                        Some(submission) => accept(&mut engine, &mut listeners, &mut block_tokens, submission, virtual_now()),
                         None => return,
                     },
                     Some(query) = queries.recv() => answer(&engine, query),

@@ -8,12 +8,14 @@ pub mod faults;
 pub mod handover;
 mod http_client;
 pub mod kv_link;
+pub mod kv_publisher;
 pub mod kv_registry;
 pub mod kv_transfer;
 pub mod metrics_text;
 pub mod pinned;
 pub mod pod;
 pub mod sidecar;
+pub mod tokens;
 
 pub use kv_transfer::{KvRole, PdSettings};
 pub use metrics_text::MetricsFormat;

@@ -46,6 +46,9 @@ pub struct PodSpec {
     pub seed: u64,
     /// Its part in prefill/decode disaggregation.
     pub pd: PdSettings,
+    /// Where it publishes its KV events as vLLM does (`tcp://HOST:PORT` or
+    /// `ipc://PATH`); `None` publishes none.
+    pub kv_events: Option<String>,
 }
 
 impl PodSpec {
@@ -61,6 +64,7 @@ impl PodSpec {
             faults: Faults::default(),
             seed: 0,
             pd: PdSettings::default(),
+            kv_events: None,
         }
     }
 }
@@ -87,7 +91,7 @@ impl Pod {
     /// Creates the pod and starts its engine driver (needs a Tokio runtime).
     pub fn new(spec: PodSpec) -> Arc<Self> {
         Arc::new(Self {
-            driver: DriverHandle::spawn(spec.profile, spec.time_scale),
+            driver: DriverHandle::spawn(spec.profile, spec.time_scale, spec.kv_events.clone()),
             pinned: RwLock::new(None),
             faults: RwLock::new(spec.faults.clone()),
             frozen_metrics: RwLock::new(None),
@@ -305,6 +309,8 @@ pub fn router(pod: Arc<Pod>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(api::chat_completions))
         .route("/v1/completions", post(api::completions))
+        .route("/v1/chat/completions/render", post(api::render))
+        .route("/v1/completions/render", post(api::render))
         .route("/v1/models", get(api::list_models))
         .route("/health", get(health))
         .route("/version", get(version))
