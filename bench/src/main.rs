@@ -368,6 +368,7 @@ fn main() -> ExitCode {
             return code;
         }
     }
+    let provenance = infergate_bench::provenance::Provenance::here();
     let mut workloads = suite::workloads(args.suite);
     match trace_workload(&args) {
         Ok(trace) => workloads.extend(trace.map(|t| Box::new(t) as Box<dyn Workload>)),
@@ -505,7 +506,14 @@ fn main() -> ExitCode {
     }
     let tables = report::markdown(&reports);
     let targets = report::targets(&reports);
-    let mut markdown = format!("## Results\n\n{tables}\n## Targets\n\n{targets}");
+    // Where the run came from, beside the results (the per-workload JSON stays the
+    // same, byte for byte, for the same seeds).
+    let path = out.join("provenance.json");
+    if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&provenance).unwrap_or_default() + "\n") {
+        eprintln!("error: cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    let mut markdown = format!("Made {}.\n\n## Results\n\n{tables}\n## Targets\n\n{targets}", provenance.line());
     if !args.skip_e2e {
         match end_to_end(&args, e2e_trace, &out) {
             Ok(section) => markdown.push_str(&section),
