@@ -97,6 +97,7 @@ fn scenario(rate: f64, groups: usize, duration_s: f64, pods: usize, seed: u64) -
                 adapter: None,
                 prompt: render(&[("system", system[group].as_str()), ("user", question.as_str())]).into(),
                 output_tokens: OUTPUT_TOKENS,
+                session: None,
             }
         })
         .collect();

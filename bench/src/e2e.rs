@@ -230,15 +230,16 @@ pub async fn drive(scenario: &Arc<Scenario>, urls: Vec<String>, pods: &[SocketAd
     Measured { result, follow_ups, trace }
 }
 
-/// Each request's session, as a client would name it in [`SESSION_HEADER`]: the turns
-/// of one conversation (or agent session) share the id of its first, and a request that
-/// is no turn of one has none.
+/// Each request's session, as a client would name it in [`SESSION_HEADER`]: an agent
+/// session's calls its own id (`BenchRequest::session`), else the turns of one
+/// conversation the id of its first; a request that is no turn of one has none.
 fn sessions(scenario: &Scenario, followers: &[Vec<(usize, f64)>]) -> Vec<Option<String>> {
     let mut session: Vec<Option<String>> = vec![None; scenario.requests.len()];
     for (i, request) in scenario.requests.iter().enumerate() {
-        let root = match request.arrival {
-            Arrival::After { previous, .. } => session.get(previous).cloned().flatten(),
-            Arrival::At(_) => followers.get(i).is_some_and(|f| !f.is_empty()).then(|| format!("session-{i}")),
+        let root = match (request.session, request.arrival) {
+            (Some(id), _) => Some(format!("session-{id:016x}")),
+            (None, Arrival::After { previous, .. }) => session.get(previous).cloned().flatten(),
+            (None, Arrival::At(_)) => followers.get(i).is_some_and(|f| !f.is_empty()).then(|| format!("session-{i}")),
         };
         if let Some(slot) = session.get_mut(i) {
             *slot = root;
@@ -446,6 +447,7 @@ mod tests {
             adapter: None,
             prompt: Vec::new().into(),
             output_tokens: 1,
+            session: None,
         };
         let scenario = Scenario {
             pods: 2,
@@ -517,6 +519,45 @@ mod tests {
         assert_eq!(conversation([0, 1, 1, 1], both).pod_known, Some(2), "turn 1 not known, 2 and 3 known");
         let both = [Some(&first), Some(&owner_is_it), Some(&kept), Some(&kept_again)];
         assert_eq!(conversation([0, 1, 1, 1], both).pod_known, Some(3));
+    }
+
+    #[test]
+    fn a_conversation_is_one_session_and_an_agent_session_its_own() {
+        let turn = |arrival, session| BenchRequest {
+            arrival,
+            model: "m".into(),
+            adapter: None,
+            prompt: Vec::new().into(),
+            output_tokens: 1,
+            session,
+        };
+        let requests = vec![
+            // A conversation of two turns, then a lone request.
+            turn(Arrival::At(0.0), None),
+            turn(Arrival::After { previous: 0, think_s: 1.0 }, None),
+            turn(Arrival::At(0.0), None),
+            // One user's two agent sessions, back to back in one chain.
+            turn(Arrival::At(0.0), Some(7)),
+            turn(Arrival::After { previous: 3, think_s: 1.0 }, Some(7)),
+            turn(Arrival::After { previous: 4, think_s: 1.0 }, Some(8)),
+        ];
+        let scenario = Scenario {
+            pods: 1,
+            profile: infergate_model_sim::engine::EngineProfile::TINY,
+            adapters: Vec::new(),
+            requests,
+            duration_s: 10.0,
+            calibration: CalibrationPlan::NONE,
+        };
+        let mut followers = vec![Vec::new(); 6];
+        followers[0].push((1, 1.0));
+        followers[3].push((4, 1.0));
+        followers[4].push((5, 1.0));
+        let ids = sessions(&scenario, &followers);
+        assert_eq!(ids[0], ids[1]);
+        assert!(ids[0].is_some() && ids[2].is_none(), "{ids:?}");
+        assert_eq!(ids[3], ids[4]);
+        assert_ne!(ids[4], ids[5], "the user's next session has an id of its own");
     }
 
     #[test]

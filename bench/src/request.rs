@@ -23,6 +23,9 @@ pub struct BenchRequest {
     pub adapter: Option<String>,
     pub prompt: Prompt,
     pub output_tokens: u32,
+    /// The agent session it is a call of, where a turn chain plays several sessions
+    /// one after the other (`agentic`'s users); `None`: the chain is one session.
+    pub session: Option<u64>,
 }
 
 /// A request's prompt: its bytes, or, for prompts of hundreds of kilobytes that share

@@ -19,6 +19,7 @@ fn requests(count: usize, gap_s: f64) -> Vec<BenchRequest> {
             adapter: None,
             prompt: render(&[("user", &text(&mut rng, 4_000))]).into(),
             output_tokens: 20,
+            session: None,
         })
         .collect()
 }

@@ -20,6 +20,7 @@ fn request(seed: u64, tokens: usize, output: u32, at: f64) -> BenchRequest {
         adapter: None,
         prompt: text(&mut fastrand::Rng::with_seed(seed), tokens * 4).into_bytes().into(),
         output_tokens: output,
+        session: None,
     }
 }
 

@@ -52,6 +52,7 @@ impl Workload for GuideShape {
                 adapter: None,
                 prompt: render(&[("user", &text(&mut rng, body))]).into(),
                 output_tokens: GUIDE_OUTPUT_TOKENS,
+                session: None,
             })
             .collect();
         scenario(requests, self.duration_s)
@@ -93,6 +94,7 @@ impl Workload for MixedChat {
                     adapter: None,
                     prompt: render(&[("user", &document), ("user", &question)]).into(),
                     output_tokens: lognormal(&mut rng, 250.0, 0.5).clamp(16.0, 1_000.0) as u32,
+                    session: None,
                 });
                 continue;
             }
@@ -114,6 +116,7 @@ impl Workload for MixedChat {
                     adapter: None,
                     prompt: render(&messages).into(),
                     output_tokens: output,
+                    session: None,
                 });
                 history.push(("assistant".into(), answer(output)));
             }

@@ -144,6 +144,7 @@ impl Tenants {
                 adapter: None,
                 prompt: prompt.into(),
                 output_tokens: lognormal(&mut rng, 150.0, 0.6).clamp(8.0, 1_000.0) as u32,
+                session: None,
             });
             let presented = match (self.attack, sender.tenant == NOISY) {
                 (Attack::RotatingIds, true) => Some(format!("{NOISY}-{}", tags.len())),

@@ -80,6 +80,7 @@ impl TwoRegions {
                 adapter: None,
                 prompt: prompt.into(),
                 output_tokens: output,
+                session: None,
             });
             tags.push(Tags { origin, batch });
         }

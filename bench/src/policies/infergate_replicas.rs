@@ -296,6 +296,7 @@ mod tests {
                 adapter: None,
                 prompt: render(&[("user", &"a question ".repeat(200))]).into(),
                 output_tokens: 10,
+                session: None,
             };
             let scrape = self.scraper.scrape(&self.engines, &self.fleet, 0.0);
             let in_flight = [0; 4];

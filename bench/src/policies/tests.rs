@@ -15,6 +15,7 @@ fn request(prompt: &str) -> BenchRequest {
         adapter: None,
         prompt: render(&[("user", prompt)]).into(),
         output_tokens: 10,
+        session: None,
     }
 }
 

@@ -82,6 +82,7 @@ impl Workload for BurstyChat {
                     adapter: adapter.clone(),
                     prompt: render(&messages).into(),
                     output_tokens: output,
+                    session: None,
                 });
                 history.push(("assistant".into(), answer(output.min(300))));
             }

@@ -123,6 +123,7 @@ impl Workload for Calibration {
                     adapter: None,
                     prompt: prompt.into(),
                     output_tokens: output,
+                    session: None,
                 }
             })
             .collect();

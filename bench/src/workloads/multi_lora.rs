@@ -57,6 +57,7 @@ impl Workload for MultiLora {
                     adapter: Some(adapter),
                     prompt: render(&[("user", &text(&mut rng, prompt_tokens * 4))]).into(),
                     output_tokens: output,
+                    session: None,
                 }
             })
             .collect();

@@ -50,6 +50,7 @@ impl Workload for MultiRoundChat {
                     adapter: None,
                     prompt: render(&messages).into(),
                     output_tokens: ANSWER_TOKENS,
+                    session: None,
                 });
                 history.push(("assistant".into(), answer(ANSWER_TOKENS)));
             }

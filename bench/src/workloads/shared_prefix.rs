@@ -44,6 +44,7 @@ impl Workload for SharedPrefix {
                     adapter: None,
                     prompt: render(&[("system", &prefixes[group]), ("user", &question)]).into(),
                     output_tokens: 192,
+                    session: None,
                 }
             })
             .collect();

@@ -195,6 +195,7 @@ impl Workload for TraceReplay {
                 adapter: None,
                 prompt: prompt(record, index).into(),
                 output_tokens: record.output_length,
+                session: None,
             })
             .collect();
         let last_ms = self.replayed().map(|(_, r)| r.timestamp).fold(0.0, f64::max);

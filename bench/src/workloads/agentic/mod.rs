@@ -351,6 +351,7 @@ impl Workload for Agentic {
                     filler_seed: xxh64(&(n as u64).to_le_bytes(), instance),
                 }),
                 output_tokens: call.output_tokens,
+                session: Some(instance),
             })
             .collect();
         Scenario {
