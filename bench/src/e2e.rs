@@ -158,6 +158,7 @@ pub async fn run_peer(scenario: Arc<Scenario>, kind: PeerRouterKind, time_scale:
     let gateway = PeerGateway::start(router, &fleet.pods, BASE_MODEL, log_dir).await;
     let urls = vec![format!("{}/v1/chat/completions", gateway.url())];
     let measured = drive(&scenario, urls, &fleet.pods, time_scale).await;
+    gateway.keep_metrics().await;
     drop(gateway);
     drop(fleet);
     measured

@@ -228,7 +228,10 @@ pub async fn run_through(
     let after = counters(&client, &addresses).await;
     let groups = match &routed {
         Routed::Envoy(stack) => keep_access_log(stack, summary.sent, out, &label).await,
-        Routed::Peer(..) => None,
+        Routed::Peer(gateway, _) => {
+            gateway.keep_metrics().await;
+            None
+        }
     };
     let per_request = out.join("report/per_request_lifecycle_metrics.json");
     let tail = std::fs::read_to_string(&per_request)
@@ -304,6 +307,9 @@ pub async fn run_scenario_through(
         Routed::Peer(gateway, _) => vec![format!("{}/v1/chat/completions", gateway.url())],
     };
     let measured = crate::e2e::drive(scenario, urls, &addresses, 1.0).await;
+    if let Routed::Peer(gateway, _) = &routed {
+        gateway.keep_metrics().await;
+    }
     drop(routed);
     drop(vllm);
     Ok(measured)

@@ -137,6 +137,7 @@ pub struct PeerGateway {
     pub router: PeerRouter,
     pub address: SocketAddr,
     pub log: PathBuf,
+    metrics_port: u16,
     child: Option<Child>,
 }
 
@@ -161,7 +162,7 @@ impl PeerGateway {
             .stdout(out)
             .stderr(err);
         let child = command.spawn().unwrap_or_else(|e| panic!("start {}: {e}", router.program()));
-        let mut gateway = Self { router, address: loopback(port), log, child: Some(child) };
+        let mut gateway = Self { router, address: loopback(port), log, metrics_port, child: Some(child) };
         gateway.wait_ready(model).await;
         gateway
     }
@@ -196,6 +197,18 @@ impl PeerGateway {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// The router's own Prometheus metrics now, beside its log as `<log>.metrics`
+    /// (what it decided, by its own counters); a router that does not answer leaves
+    /// none.
+    pub async fn keep_metrics(&self) {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let text = match reqwest::Client::new().get(&url).timeout(Duration::from_secs(5)).send().await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => return,
+        };
+        let _ = std::fs::write(self.log.with_extension("metrics"), text);
     }
 
     /// The last lines of the router's log.
