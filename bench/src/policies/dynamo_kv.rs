@@ -10,7 +10,9 @@
 //! and the lowest cost wins, ties at random (temperature 0). `isl / bs` is not rounded.
 //!
 //! - `overlap`: the leading prompt blocks the worker's KV events said it holds (a
-//!   [`KvEventView`]: computed blocks, 5 ms late). Dynamo indexes its workers' events.
+//!   [`KvEventView`]: computed blocks, 5 ms late). Dynamo indexes its workers' events;
+//!   its index of routed prompts beside them (`router_predicted_ttl_secs`) is off by
+//!   default (`None`), as here.
 //! - `active_prefill_tokens`: tracked by the router, not read from the engine: the
 //!   uncached tokens (`isl − overlap · bs`) of each request it sent the worker, until
 //!   that request's first token.

@@ -11,6 +11,9 @@
 //! come from the Router's metrics scrape, every 50 ms (`--refresh-metrics-interval`,
 //! `pkg/epp/server/options.go`), scored as in the default profile
 //! (`(max − q) / (max − min)` and `1 − KV use`); the highest total wins, ties at random.
+//! The producer can also index a routed prompt on its pod before the events come
+//! (`speculativeIndexing`, 2 s; `dataproducer/preciseprefixcache/prerequest.go`), but the
+//! shipped config leaves it off, as here.
 //!
 //! The config hashes 64-token blocks (`tokenProcessorConfig.blockSize`), which assumes
 //! engines run with 64-token blocks; the match here is on the engine's own blocks, so
