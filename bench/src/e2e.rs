@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use infergate_core::wire::header::{DECISION, SERVED_BY};
 
 use crate::engine_runs;
-use crate::peers::PeerRouterKind;
+use crate::peers::{KV_AWARE_SESSION_TTL_S, PeerRouterKind};
 use crate::request::{Arrival, BenchRequest};
 use crate::results::{RequestOutcome, RunResult};
 use crate::workloads::{BASE_MODEL, Scenario};
@@ -123,15 +123,16 @@ pub async fn run(scenario: Arc<Scenario>, policy: UpstreamPolicy, time_scale: f6
     measured
 }
 
-/// How long vllm-router's `kv_aware` keeps a session on its pod where the workload has
-/// sessions: past the longest think time the workload plays.
-const KV_AWARE_SESSION_TTL_S: u64 = 300;
-
 /// The same requests through one of the peers' own routers, run as its own gateway in
 /// front of fresh pods of the scenario's fleet (`log_dir` keeps the router's log). For
 /// `kv_aware`, the pods publish their KV events on loopback ports of their own.
-pub async fn run_peer(scenario: Arc<Scenario>, kind: PeerRouterKind, time_scale: f64, log_dir: &Path) -> Measured {
-    let publish = kind.without_kv_events().is_none();
+pub async fn run_peer(
+    scenario: Arc<Scenario>,
+    kind: PeerRouterKind,
+    time_scale: f64,
+    log_dir: &Path,
+) -> Result<Measured, String> {
+    let publish = kind.needs_kv_events();
     let endpoints: Vec<String> =
         (0..scenario.pods).map(|_| format!("tcp://127.0.0.1:{}", infergate_harness::stack::free_port())).collect();
     let shaped = endpoints.clone();
@@ -154,14 +155,14 @@ pub async fn run_peer(scenario: Arc<Scenario>, kind: PeerRouterKind, time_scale:
     let ttl = has_sessions.then_some(KV_AWARE_SESSION_TTL_S);
     let router = kind
         .router(&kv_events, scenario.profile.block_size, ttl)
-        .unwrap_or_else(|| unreachable!("a router that needs KV events gets the pods' endpoints above"));
-    let gateway = PeerGateway::start(router, &fleet.pods, BASE_MODEL, log_dir).await;
+        .ok_or("a router that needs KV events got no endpoints")?;
+    let gateway = PeerGateway::start(router, &fleet.pods, BASE_MODEL, log_dir).await?;
     let urls = vec![format!("{}/v1/chat/completions", gateway.url())];
     let measured = drive(&scenario, urls, &fleet.pods, time_scale).await;
     gateway.keep_metrics().await;
     drop(gateway);
     drop(fleet);
-    measured
+    Ok(measured)
 }
 
 /// Sends the scenario's requests through the gateways at `urls` (several replicas: see

@@ -18,7 +18,7 @@ use infergate_model_sim::engine::EngineProfile;
 use infergate_signals::exposition;
 
 use crate::inference_perf::{self, SharedPrefix, Summary};
-use crate::peers::Gateway;
+use crate::peers::{Gateway, KV_AWARE_SESSION_TTL_S};
 use crate::prefix_groups::{self, GroupSpread};
 use crate::ttft_tail::{self, TtftTail};
 
@@ -136,14 +136,14 @@ pub async fn run(
     workload: &SharedPrefix,
     out: &Path,
 ) -> Result<EngineRun, String> {
-    run_through(pods, count, name, &Gateway::Envoy(policy), PodEvents::None, workload, out).await
+    run_through(pods, count, name, &Gateway::Envoy(policy), PodKvEvents::Unpublished, workload, out).await
 }
 
 /// Whether the pods publish their KV events (vLLM's `--kv-events-config`, with
 /// `--enable-scale-out` for the render endpoint `kv_aware` asks for token ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodEvents {
-    None,
+pub enum PodKvEvents {
+    Unpublished,
     Published,
 }
 
@@ -153,29 +153,65 @@ enum Routed {
     Peer(PeerGateway, Fleet),
 }
 
-/// As [`run`], through any gateway of the peers bench: infergate or one of Envoy's
-/// policies in real Envoy, or a peer's own router; `events` says how the vLLM pods
-/// are started (every gateway of one comparison gets the same).
-pub async fn run_through(
+/// One run's fresh pods and the gateway in front of them, dropped together.
+struct Started {
+    routed: Routed,
+    /// The real vLLM pods (none on model-sim pods, which the gateway's fleet holds).
+    _vllm: Vec<VllmPod>,
+}
+
+impl Started {
+    fn url(&self) -> String {
+        match &self.routed {
+            Routed::Envoy(stack) => stack.gateway_url.clone(),
+            Routed::Peer(gateway, _) => gateway.url(),
+        }
+    }
+
+    fn pods(&self) -> Vec<SocketAddr> {
+        match &self.routed {
+            Routed::Envoy(stack) => stack.fleet.pods.clone(),
+            Routed::Peer(_, fleet) => fleet.pods.clone(),
+        }
+    }
+
+    /// Keeps a peer router's own metrics beside its log; Envoy's are in the access log.
+    async fn keep_router_metrics(&self) {
+        if let Routed::Peer(gateway, _) = &self.routed {
+            gateway.keep_metrics().await;
+        }
+    }
+}
+
+/// How one run's pods and gateway start.
+struct Setup<'a> {
     pods: Pods,
     count: usize,
     name: &'static str,
-    gateway: &Gateway,
-    events: PodEvents,
-    workload: &SharedPrefix,
-    out: &Path,
-) -> Result<EngineRun, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    gateway: &'a Gateway,
+    events: PodKvEvents,
+    /// `engines/vllm/serve.sh`'s variables for the vLLM pods.
+    env: &'a [(&'a str, &'a str)],
+    /// `kv_aware`'s session affinity, where the workload has sessions.
+    session_ttl_s: Option<u64>,
+    /// Envoy's access log, with infergate's decision on each request's line.
+    access_log: bool,
+    request_timeout_ms: u64,
+}
+
+/// Starts fresh pods (real vLLM pods are checked to decode at this machine's speed) and
+/// the gateway in front of them.
+async fn start(setup: &Setup<'_>, out: &Path) -> Result<Started, String> {
     let client = reqwest::Client::new();
     let mut vllm = Vec::new();
     let mut kv_events = Vec::new();
-    if pods == Pods::Vllm {
-        eprintln!("{}/{name}: starting {count} fresh vLLM pods (30-70 s)", pods.name());
-        for _ in 0..count {
-            match events {
-                PodEvents::None => vllm.push(VllmPod::vllm(false, out)),
-                PodEvents::Published => {
-                    let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(&[], out);
+    if setup.pods == Pods::Vllm {
+        eprintln!("{}/{}: starting {} fresh vLLM pods (30-70 s)", setup.pods.name(), setup.name, setup.count);
+        for _ in 0..setup.count {
+            match setup.events {
+                PodKvEvents::Unpublished => vllm.push(VllmPod::vllm(false, out)),
+                PodKvEvents::Published => {
+                    let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(setup.env, out);
                     kv_events.push((pod.address, endpoint));
                     vllm.push(pod);
                 }
@@ -187,19 +223,17 @@ pub async fn run_through(
         }
     }
     let external = (!vllm.is_empty()).then(|| (Engine::Vllm, vllm.iter().map(|p| p.address).collect::<Vec<_>>()));
-    let routed = match gateway {
+    let routed = match setup.gateway {
         Gateway::Envoy(policy) => Routed::Envoy(Box::new(
             Stack::start(StackSpec {
-                pools: vec![("fleet", count)],
+                pools: vec![("fleet", setup.count)],
                 models: vec![ModelSpec::base(MODEL, "fleet")],
                 max_body_bytes: 8 * 1024 * 1024,
                 profile: SMOLLM2_CPU,
                 upstream_policy: *policy,
-                // Each request's line carries infergate's decision (`x-infergate-decision`):
-                // kept beside the report, it shows where each prefix group went.
-                access_log: true,
+                access_log: setup.access_log,
                 scrape_interval_ms: 100,
-                request_timeout_ms: 180_000,
+                request_timeout_ms: setup.request_timeout_ms,
                 external_pods: external,
                 ..StackSpec::default()
             })
@@ -208,30 +242,56 @@ pub async fn run_through(
         Gateway::Peer(kind) => {
             let fleet = match external {
                 Some((_, addresses)) => Fleet::external(addresses),
-                None => Fleet::start_serving(count, SMOLLM2_CPU, 1.0, &[MODEL.to_string()], &[]).await,
+                None => Fleet::start_serving(setup.count, SMOLLM2_CPU, 1.0, &[MODEL.to_string()], &[]).await,
             };
             let router = kind
-                .router(&kv_events, SMOLLM2_CPU.block_size, None)
-                .ok_or_else(|| format!("{name} needs the pods' KV events, which these pods do not publish"))?;
-            Routed::Peer(PeerGateway::start(router, &fleet.pods, MODEL, out).await, fleet)
+                .router(&kv_events, SMOLLM2_CPU.block_size, setup.session_ttl_s)
+                .ok_or_else(|| format!("{} needs the pods' KV events, which these pods do not publish", setup.name))?;
+            Routed::Peer(PeerGateway::start(router, &fleet.pods, MODEL, out).await?, fleet)
         }
     };
-    let (url, addresses) = match &routed {
-        Routed::Envoy(stack) => (stack.gateway_url.clone(), stack.fleet.pods.clone()),
-        Routed::Peer(gateway, fleet) => (gateway.url(), fleet.pods.clone()),
+    Ok(Started { routed, _vllm: vllm })
+}
+
+/// As [`run`], through any gateway of the peers bench: infergate or one of Envoy's
+/// policies in real Envoy, or a peer's own router; `events` says how the vLLM pods
+/// are started (every gateway of one comparison gets the same).
+pub async fn run_through(
+    pods: Pods,
+    count: usize,
+    name: &'static str,
+    gateway: &Gateway,
+    events: PodKvEvents,
+    workload: &SharedPrefix,
+    out: &Path,
+) -> Result<EngineRun, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let setup = Setup {
+        pods,
+        count,
+        name,
+        gateway,
+        events,
+        env: &[],
+        session_ttl_s: None,
+        // Each request's line carries infergate's decision (`x-infergate-decision`):
+        // kept beside the report, it shows where each prefix group went.
+        access_log: true,
+        request_timeout_ms: 180_000,
     };
+    let started = start(&setup, out).await?;
+    let client = reqwest::Client::new();
+    let addresses = started.pods();
     let before = counters(&client, &addresses).await;
     let label = format!("{}/{name}", pods.name());
-    let summary = inference_perf::run(workload, &url, out, &label).await?;
+    let summary = inference_perf::run(workload, &started.url(), out, &label).await?;
     // The engines count a request when it finishes; the client saw it finish already.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = counters(&client, &addresses).await;
-    let groups = match &routed {
+    started.keep_router_metrics().await;
+    let groups = match &started.routed {
         Routed::Envoy(stack) => keep_access_log(stack, summary.sent, out, &label).await,
-        Routed::Peer(gateway, _) => {
-            gateway.keep_metrics().await;
-            None
-        }
+        Routed::Peer(..) => None,
     };
     let per_request = out.join("report/per_request_lifecycle_metrics.json");
     let tail = std::fs::read_to_string(&per_request)
@@ -241,17 +301,13 @@ pub async fn run_through(
     if tail.is_none() {
         eprintln!("{label}: no per-request TTFTs in {}; the tail table leaves this run out", per_request.display());
     }
-    drop(routed);
-    drop(vllm);
+    drop(started);
     Ok(EngineRun { pods: pods.name(), policy: name, summary, counters: after.since(&before), groups, tail })
 }
 
 /// What the agentic replay on real vLLM sets of `engines/vllm/serve.sh`: a 4,096-token
 /// window (the default KV cache, 6,400 tokens, must hold one whole request).
 pub const AGENTIC_VLLM_ENV: [(&str, &str); 1] = [("VLLM_MAX_MODEL_LEN", "4096")];
-
-/// How long `kv_aware` keeps a session on its pod in the agentic replay.
-const SESSION_TTL_S: u64 = 300;
 
 /// The requests of `scenario` (already scaled for SmolLM2: `workloads::scaled`) sent
 /// by part 2's load generator, closed loop, through `gateway` to `count` fresh real
@@ -264,54 +320,22 @@ pub async fn run_scenario_through(
     out: &Path,
 ) -> Result<crate::e2e::Measured, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let client = reqwest::Client::new();
-    eprintln!("vllm/{name}: starting {count} fresh vLLM pods (30-70 s)");
-    let mut vllm = Vec::new();
-    let mut kv_events = Vec::new();
-    for _ in 0..count {
-        let (pod, endpoint) = VllmPod::vllm_publishing_kv_events(&AGENTIC_VLLM_ENV, out);
-        kv_events.push((pod.address, endpoint));
-        vllm.push(pod);
-    }
-    for pod in &mut vllm {
-        pod.wait_ready(&client).await;
-        decode_check(&client, pod).await?;
-    }
-    let addresses: Vec<SocketAddr> = vllm.iter().map(|p| p.address).collect();
-    let routed = match gateway {
-        Gateway::Envoy(policy) => Routed::Envoy(Box::new(
-            Stack::start(StackSpec {
-                pools: vec![("fleet", count)],
-                models: vec![ModelSpec::base(MODEL, "fleet")],
-                max_body_bytes: 8 * 1024 * 1024,
-                profile: SMOLLM2_CPU,
-                upstream_policy: *policy,
-                access_log: false,
-                scrape_interval_ms: 100,
-                request_timeout_ms: 300_000,
-                external_pods: Some((Engine::Vllm, addresses.clone())),
-                ..StackSpec::default()
-            })
-            .await,
-        )),
-        Gateway::Peer(kind) => {
-            let fleet = Fleet::external(addresses.clone());
-            let router = kind
-                .router(&kv_events, SMOLLM2_CPU.block_size, Some(SESSION_TTL_S))
-                .ok_or_else(|| format!("{name} needs the pods' KV events"))?;
-            Routed::Peer(PeerGateway::start(router, &fleet.pods, MODEL, out).await, fleet)
-        }
+    let setup = Setup {
+        pods: Pods::Vllm,
+        count,
+        name,
+        gateway,
+        events: PodKvEvents::Published,
+        env: &AGENTIC_VLLM_ENV,
+        session_ttl_s: Some(KV_AWARE_SESSION_TTL_S),
+        access_log: false,
+        request_timeout_ms: 300_000,
     };
-    let urls = match &routed {
-        Routed::Envoy(stack) => vec![format!("{}/v1/chat/completions", stack.gateway_url)],
-        Routed::Peer(gateway, _) => vec![format!("{}/v1/chat/completions", gateway.url())],
-    };
-    let measured = crate::e2e::drive(scenario, urls, &addresses, 1.0).await;
-    if let Routed::Peer(gateway, _) = &routed {
-        gateway.keep_metrics().await;
-    }
-    drop(routed);
-    drop(vllm);
+    let started = start(&setup, out).await?;
+    let url = format!("{}/v1/chat/completions", started.url());
+    let measured = crate::e2e::drive(scenario, vec![url], &started.pods(), 1.0).await;
+    started.keep_router_metrics().await;
+    drop(started);
     Ok(measured)
 }
 

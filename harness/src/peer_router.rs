@@ -143,14 +143,14 @@ pub struct PeerGateway {
 
 impl PeerGateway {
     /// Starts `router` in front of `pods`, its output in `log_dir`, and waits until it
-    /// lists `model` (both routers list their workers' models once they are healthy).
-    /// Panics with the router's log if it exits or does not come up in a minute.
-    pub async fn start(router: PeerRouter, pods: &[SocketAddr], model: &str, log_dir: &Path) -> Self {
-        let venv = peers_venv().unwrap_or_else(|message| panic!("{message}"));
+    /// lists `model` (both routers list their workers' models once they are healthy);
+    /// `Err` with the router's log if it exits or does not come up in a minute.
+    pub async fn start(router: PeerRouter, pods: &[SocketAddr], model: &str, log_dir: &Path) -> Result<Self, String> {
+        let venv = peers_venv()?;
         let (port, metrics_port) = (free_port(), free_port());
         let log = log_dir.join(format!("{}-{port}.log", router.name()));
-        let out = std::fs::File::create(&log).expect("create the router's log");
-        let err = out.try_clone().expect("clone the log handle");
+        let out = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
         let mut command = Command::new(venv.join("bin").join(router.program()));
         command
             .args(router.args(port, metrics_port, pods))
@@ -161,10 +161,10 @@ impl PeerGateway {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        let child = command.spawn().unwrap_or_else(|e| panic!("start {}: {e}", router.program()));
+        let child = command.spawn().map_err(|e| format!("cannot start {}: {e}", router.program()))?;
         let mut gateway = Self { router, address: loopback(port), log, metrics_port, child: Some(child) };
-        gateway.wait_ready(model).await;
-        gateway
+        gateway.wait_ready(model).await?;
+        Ok(gateway)
     }
 
     /// The router's chat completions URL.
@@ -172,7 +172,7 @@ impl PeerGateway {
         format!("http://{}", self.address)
     }
 
-    async fn wait_ready(&mut self, model: &str) {
+    async fn wait_ready(&mut self, model: &str) -> Result<(), String> {
         let client = reqwest::Client::new();
         let started = Instant::now();
         let url = format!("{}/v1/models", self.url());
@@ -184,16 +184,16 @@ impl PeerGateway {
                 _ => false,
             };
             if listed {
-                return;
+                return Ok(());
             }
             let exited = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
             if exited.is_some() || started.elapsed() > START_TIMEOUT {
-                panic!(
+                return Err(format!(
                     "{} on {} did not list model {model} ({exited:?}):\n{}",
                     self.router.name(),
                     self.address,
                     self.log_tail()
-                );
+                ));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

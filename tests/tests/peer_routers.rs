@@ -60,7 +60,8 @@ async fn every_peer_router_answers_in_front_of_model_sim_pods() {
     ] {
         let fleet = Fleet::start_serving(2, EngineProfile::TINY, 1.0, &[MODEL.to_string()], &[]).await;
         let pods: Vec<String> = fleet.pods.iter().map(ToString::to_string).collect();
-        let gateway = PeerGateway::start(router, &fleet.pods, MODEL, logs.path()).await;
+        let gateway =
+            PeerGateway::start(router, &fleet.pods, MODEL, logs.path()).await.unwrap_or_else(|e| panic!("{e}"));
         let first = chat(&client, &gateway, "session-1").await;
         assert!(pods.contains(&first), "{}: served by {first}, not one of {pods:?}", gateway.router.name());
         let again = chat(&client, &gateway, "session-1").await;
@@ -83,7 +84,7 @@ async fn kv_aware_reads_the_kv_events_model_sim_publishes() {
     let kv_events = fleet.pods.iter().copied().zip(endpoints).collect();
     let router =
         PeerRouter::VllmRouterKvAware { kv_events, block_size: EngineProfile::TINY.block_size, session_ttl_s: None };
-    let gateway = PeerGateway::start(router, &fleet.pods, MODEL, logs.path()).await;
+    let gateway = PeerGateway::start(router, &fleet.pods, MODEL, logs.path()).await.unwrap_or_else(|e| panic!("{e}"));
     let client = reqwest::Client::new();
     // Both pods idle: the least loaded, the first, gets the document.
     let document = "The quarterly report covers revenue, costs and the outlook for next year. ".repeat(12);
@@ -93,7 +94,11 @@ async fn kv_aware_reads_the_kv_events_model_sim_publishes() {
         let (client, url) = (client.clone(), format!("{}/v1/chat/completions", gateway.url()));
         tokio::spawn(async move {
             let body = json!({"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}], "max_tokens": 3000});
-            client.post(url).header(SESSION_HEADER, "story").json(&body).send().await.map(|r| r.status())
+            let response = client.post(url).header(SESSION_HEADER, "story").json(&body).send().await;
+            response.map(|r| {
+                let pod = r.headers().get("x-infergate-served-by").and_then(|v| v.to_str().ok()).map(String::from);
+                (r.status(), pod)
+            })
         })
     };
     // Past the 2 s that kv_aware's own speculative entries live
@@ -106,5 +111,8 @@ async fn kv_aware_reads_the_kv_events_model_sim_publishes() {
         "kv_aware sent the cached document to the idle pod: it did not read the events\n{}",
         gateway.log_tail()
     );
-    assert!(busy.await.is_ok_and(|status| status.is_ok_and(|s| s.is_success())), "the long answer failed");
+    let (status, story_pod) = busy.await.expect("the long answer's task").expect("the long answer");
+    assert!(status.is_success(), "the long answer failed: {status}");
+    // Else the document's pod was idle, and going back to it would prove nothing.
+    assert_eq!(story_pod.as_deref(), Some(home.as_str()), "the long answer did not keep the document's pod busy");
 }

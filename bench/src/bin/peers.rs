@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use infergate_bench::engine_runs::{self, PodEvents, Pods};
+use infergate_bench::engine_runs::{self, PodKvEvents, Pods};
 use infergate_bench::inference_perf::{self, SharedPrefix};
 use infergate_bench::peers::{GATEWAYS, Gateway, PeerResults, PeerRun, report};
 use infergate_bench::provenance::Provenance;
@@ -156,10 +156,15 @@ fn check(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// One gateway on one scenario; `None` for a gateway that cannot run on these pods.
-async fn run_one(args: &Args, gateway: &Gateway, scenario: &Arc<Scenario>, logs: &Path) -> e2e::Measured {
+/// One gateway on one scenario; `Err` when a peer's router does not come up.
+async fn run_one(
+    args: &Args,
+    gateway: &Gateway,
+    scenario: &Arc<Scenario>,
+    logs: &Path,
+) -> Result<e2e::Measured, String> {
     match gateway {
-        Gateway::Envoy(policy) => e2e::run(Arc::clone(scenario), *policy, args.time_scale, 1).await,
+        Gateway::Envoy(policy) => Ok(e2e::run(Arc::clone(scenario), *policy, args.time_scale, 1).await),
         Gateway::Peer(kind) => e2e::run_peer(Arc::clone(scenario), *kind, args.time_scale, logs).await,
     }
 }
@@ -197,7 +202,7 @@ fn record(
             run.prefix_hit_rate * 100.0
         ),
     );
-    results.runs.push(run);
+    results.add(run);
     write_results(out, results)
 }
 
@@ -244,7 +249,7 @@ fn main() -> ExitCode {
         };
     }
     let peers = vec![format!("smg {SMG_VERSION}"), format!("vllm-router {VLLM_ROUTER_VERSION}")];
-    let mut results = PeerResults::for_parts(&args.parts, Provenance::here(), peers, earlier);
+    let mut results = PeerResults::carrying(Provenance::here(), peers, earlier);
     let gateways: Vec<(&'static str, Gateway)> = GATEWAYS
         .into_iter()
         .filter(|g| args.gateways.iter().any(|wanted| wanted == g))
@@ -263,15 +268,18 @@ fn main() -> ExitCode {
                 Arc::new(workload.scenario(step, suite::e2e_request_set_seed(workload.name(), args.seed, 0)));
             for (name, gateway) in &gateways {
                 bar.set_message(format!("{} at {}: {name}", workload.name(), step.qps));
-                let measured = runtime.block_on(run_one(&args, gateway, &scenario, &args.out.join("logs")));
-                let run = PeerRun::of(2, workload.name(), step.qps, name, scenario.pods, &measured.result);
-                let trace = args.out.join(format!("trace-{}-{}-{name}.jsonl", workload.name(), step.qps));
                 let label = format!("{} at {}: {name}", workload.name(), step.qps);
-                if let Err(message) =
-                    record(&bar, &mut results, &args.out, &label, run, Some((&trace, &measured.trace)))
-                {
-                    eprintln!("error: {message}");
-                    return ExitCode::FAILURE;
+                match runtime.block_on(run_one(&args, gateway, &scenario, &args.out.join("logs"))) {
+                    Ok(measured) => {
+                        let run = PeerRun::of(2, workload.name(), step.qps, name, scenario.pods, &measured.result);
+                        let trace = args.out.join(format!("trace-{}-{}-{name}.jsonl", workload.name(), step.qps));
+                        let traced = Some((trace.as_path(), measured.trace.as_slice()));
+                        if let Err(message) = record(&bar, &mut results, &args.out, &label, run, traced) {
+                            eprintln!("error: {message}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                    Err(message) => say(&bar, format!("{label} failed: {message}")),
                 }
                 bar.inc(1);
             }
@@ -288,7 +296,7 @@ fn main() -> ExitCode {
                 args.vllm_pods,
                 name,
                 gateway,
-                PodEvents::Published,
+                PodKvEvents::Published,
                 &workload,
                 &out,
             ));

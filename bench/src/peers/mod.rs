@@ -48,10 +48,15 @@ pub enum PeerRouterKind {
     VllmRouterKvAware,
 }
 
+/// How long vllm-router's `kv_aware` keeps a session on its pod where the workload
+/// has sessions (`--kv-aware-session-affinity-ttl-secs`; off by default, on here as
+/// the peers bench asks): past the longest think time the workloads play.
+pub const KV_AWARE_SESSION_TTL_S: u64 = 300;
+
 impl PeerRouterKind {
-    /// The router for pods without KV events; `None` for `kv_aware`, which needs them.
-    pub fn without_kv_events(self) -> Option<PeerRouter> {
-        self.router(&[], 0, None)
+    /// Whether it routes on the pods' KV events, which their pods must then publish.
+    pub fn needs_kv_events(self) -> bool {
+        self == PeerRouterKind::VllmRouterKvAware
     }
 
     /// The router in front of pods publishing their KV events at `kv_events` (one per
@@ -114,6 +119,9 @@ pub struct PeerRun {
     /// The engines' own prefix-cache hits over queries, from their metrics.
     pub prefix_hit_rate: f64,
     pub pods: usize,
+    /// The commit the run was made at (short).
+    #[serde(default)]
+    pub commit: String,
 }
 
 impl PeerRun {
@@ -128,11 +136,10 @@ impl PeerRun {
             failed: result.failed,
             prefix_hit_rate: result.prefix_hit_rate,
             pods,
+            commit: String::new(),
         }
     }
-}
 
-impl PeerRun {
     /// A part-3 run: inference-perf's own TTFT, the engines' own hit rate.
     pub fn of_engines(run: &crate::engine_runs::EngineRun, workload: &str, load: f64, pods: usize) -> Self {
         let ttft = run.summary.ttft_ms;
@@ -146,58 +153,67 @@ impl PeerRun {
             failed: run.summary.failed as usize,
             prefix_hit_rate: run.counters.hit_rate().unwrap_or(0.0),
             pods,
+            commit: String::new(),
         }
     }
 }
 
-/// `results.json`: where it came from, and every run.
+/// `results.json`: where the last run came from, and every run kept, each naming the
+/// commit it was made at.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerResults {
     /// The run that wrote the file last.
     #[serde(flatten)]
     pub provenance: Provenance,
-    /// Where each part's runs came from: a run of one part keeps the other's.
-    #[serde(default)]
-    pub parts: Vec<PartProvenance>,
     /// The peers' versions, as installed.
     pub peers: Vec<String>,
     pub runs: Vec<PeerRun>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PartProvenance {
-    pub part: u8,
-    #[serde(flatten)]
-    pub provenance: Provenance,
+impl PeerResults {
+    /// The file of a new run, keeping every run of `earlier` (the file as it was): a run
+    /// of some gateways or workloads replaces only those ([`PeerResults::add`]).
+    pub fn carrying(here: Provenance, peers: Vec<String>, earlier: Option<PeerResults>) -> Self {
+        let runs = earlier.map_or_else(Vec::new, |earlier| {
+            // A file from before runs named their commit: the file's commit is theirs.
+            let commit = short(&earlier.provenance.commit);
+            earlier
+                .runs
+                .into_iter()
+                .map(|run| if run.commit.is_empty() { PeerRun { commit: commit.clone(), ..run } } else { run })
+                .collect()
+        });
+        Self { provenance: here, peers, runs }
+    }
+
+    /// Adds `run`, made at this file's commit, in place of an earlier run of the same
+    /// part, workload, load and gateway.
+    pub fn add(&mut self, run: PeerRun) {
+        let run = PeerRun { commit: short(&self.provenance.commit), ..run };
+        let same = |r: &PeerRun| {
+            (r.part, &r.workload, r.load, &r.gateway) == (run.part, &run.workload, run.load, &run.gateway)
+        };
+        match self.runs.iter_mut().find(|r| same(r)) {
+            Some(slot) => *slot = run,
+            None => self.runs.push(run),
+        }
+    }
+
+    /// The commits the runs were made at, each with how many, in first-seen order.
+    pub fn commits(&self) -> Vec<(String, usize)> {
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for run in &self.runs {
+            match seen.iter_mut().find(|(commit, _)| *commit == run.commit) {
+                Some((_, count)) => *count += 1,
+                None => seen.push((run.commit.clone(), 1)),
+            }
+        }
+        seen
+    }
 }
 
-impl PeerResults {
-    /// A new file for a run of `parts`, keeping from `earlier` (the file as it was) the
-    /// runs and provenance of every other part.
-    pub fn for_parts(parts: &[u8], here: Provenance, peers: Vec<String>, earlier: Option<PeerResults>) -> Self {
-        let (mut kept_parts, runs) = match earlier {
-            Some(earlier) => {
-                // A file from before `parts` was written: its one provenance is each part's.
-                let mut earlier_parts = earlier.parts;
-                if earlier_parts.is_empty() {
-                    let mut seen: Vec<u8> = earlier.runs.iter().map(|r| r.part).collect();
-                    seen.dedup();
-                    earlier_parts = seen
-                        .into_iter()
-                        .map(|part| PartProvenance { part, provenance: earlier.provenance.clone() })
-                        .collect();
-                }
-                (
-                    earlier_parts.into_iter().filter(|p| !parts.contains(&p.part)).collect::<Vec<_>>(),
-                    earlier.runs.into_iter().filter(|r| !parts.contains(&r.part)).collect(),
-                )
-            }
-            None => (Vec::new(), Vec::new()),
-        };
-        kept_parts.extend(parts.iter().map(|&part| PartProvenance { part, provenance: here.clone() }));
-        kept_parts.sort_by_key(|p| p.part);
-        Self { provenance: here, parts: kept_parts, peers, runs }
-    }
+fn short(commit: &str) -> String {
+    commit.get(..7).unwrap_or(commit).to_string()
 }
 
 #[cfg(test)]
@@ -224,7 +240,6 @@ mod tests {
                 command: "peers".into(),
                 cores: 2,
             },
-            parts: Vec::new(),
             peers: vec!["smg 1.13.0".into()],
             runs: vec![PeerRun {
                 part: 2,
@@ -236,6 +251,7 @@ mod tests {
                 failed: 1,
                 prefix_hit_rate: 0.5,
                 pods: 8,
+                commit: "abc".into(),
             }],
         };
         let json: serde_json::Value = serde_json::to_value(&results).expect("serializes");
@@ -252,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_of_one_part_keeps_the_others_runs() {
+    fn a_rerun_replaces_only_what_it_ran_and_each_run_names_its_commit() {
         let at = |commit: &str| Provenance {
             commit: commit.into(),
             dirty: false,
@@ -260,22 +276,26 @@ mod tests {
             command: String::new(),
             cores: 2,
         };
-        let run = |part| PeerRun {
-            part,
+        let run = |gateway: &str, p90: f64| PeerRun {
+            part: 2,
             workload: "w".into(),
             load: 1.0,
-            gateway: "infergate".into(),
-            ttft_ms: Percentiles::default(),
+            gateway: gateway.into(),
+            ttft_ms: Percentiles { p90, ..Percentiles::default() },
             requests: 1,
             failed: 0,
             prefix_hit_rate: 0.0,
             pods: 1,
+            commit: String::new(),
         };
-        let both = PeerResults::for_parts(&[2, 3], at("a"), Vec::new(), None);
-        let both = PeerResults { runs: vec![run(2), run(3)], ..both };
-        let again = PeerResults::for_parts(&[3], at("b"), Vec::new(), Some(both));
-        assert_eq!(again.runs, vec![run(2)], "part 3 is being rerun; part 2's run stays");
-        let commits: Vec<(u8, &str)> = again.parts.iter().map(|p| (p.part, p.provenance.commit.as_str())).collect();
-        assert_eq!(commits, [(2, "a"), (3, "b")]);
+        let mut first = PeerResults::carrying(at("aaaaaaa1"), Vec::new(), None);
+        first.add(run("infergate", 1.0));
+        first.add(run("smg_cache_aware", 2.0));
+        let mut again = PeerResults::carrying(at("bbbbbbb2"), Vec::new(), Some(first));
+        again.add(run("smg_cache_aware", 3.0));
+        let kept: Vec<(&str, f64, &str)> =
+            again.runs.iter().map(|r| (r.gateway.as_str(), r.ttft_ms.p90, r.commit.as_str())).collect();
+        assert_eq!(kept, [("infergate", 1.0, "aaaaaaa"), ("smg_cache_aware", 3.0, "bbbbbbb")]);
+        assert_eq!(again.commits(), [("aaaaaaa".to_string(), 1), ("bbbbbbb".to_string(), 1)]);
     }
 }

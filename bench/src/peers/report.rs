@@ -55,9 +55,9 @@ fn comparable(run: &PeerRun) -> bool {
 }
 
 /// infergate against the best comparable real peer on one figure: (peer, its value,
-/// the ratio).
+/// the ratio); `None` when infergate's own run is not comparable either.
 fn against_best(runs: &[&PeerRun], figure: impl Fn(&PeerRun) -> f64) -> Option<(String, f64, f64)> {
-    let ours = runs.iter().find(|r| r.gateway == "infergate").map(|r| figure(r))?;
+    let ours = runs.iter().find(|r| r.gateway == "infergate" && comparable(r)).map(|r| figure(r))?;
     let best = runs
         .iter()
         .filter(|r| Gateway::is_real_peer(&r.gateway) && comparable(r))
@@ -92,7 +92,13 @@ pub fn verdict(runs: &[&PeerRun]) -> String {
                 with_unit(mean_value),
             )
         }
-        _ => "No comparison: infergate or every comparable real peer is missing from this case.".into(),
+        _ => match runs.iter().find(|r| r.gateway == "infergate") {
+            Some(ours) if !comparable(ours) => format!(
+                "No comparison: **infergate failed {} of its {} requests**, over 1%.",
+                ours.failed, ours.requests
+            ),
+            _ => "No comparison: infergate or every comparable real peer is missing from this case.".into(),
+        },
     };
     compared + &left_out
 }
@@ -138,7 +144,12 @@ pub fn summary(runs: &[PeerRun]) -> String {
 
 pub fn markdown(results: &PeerResults) -> String {
     let mut out = String::from("# The peers' own routers beside infergate\n\n");
-    let _ = writeln!(out, "Made {}.", results.provenance.line());
+    let _ = writeln!(out, "Last run {}.", results.provenance.line());
+    let commits = results.commits();
+    if commits.len() > 1 {
+        let list: Vec<String> = commits.iter().map(|(c, n)| format!("{c} ({n} runs)")).collect();
+        let _ = writeln!(out, "The runs were made at {}.", list.join(", "));
+    }
     let _ = writeln!(out, "Peers as installed: {}.\n", results.peers.join(", "));
     out.push_str("## Summary\n\nTTFT in ms, infergate against the best real peer that served 99% or more of its requests (a ratio below 1 is infergate's lead):\n\n");
     out.push_str(&summary(&results.runs));
@@ -221,6 +232,7 @@ mod tests {
             failed,
             prefix_hit_rate: 0.9,
             pods: 8,
+            commit: String::new(),
         }
     }
 
@@ -236,6 +248,14 @@ mod tests {
         let said = verdict(&refs);
         assert!(said.contains("p90 is below every real peer's (`smg_cache_aware`'s 1000 ms: 0.90×)"), "{said}");
         assert!(said.contains("mean is **not below** (`smg_cache_aware`'s 300 ms: 1.33×)"), "{said}");
+    }
+
+    #[test]
+    fn infergate_failing_is_said_not_hidden() {
+        let runs = [run("infergate", 1.0, 1.0, 5), run("smg_cache_aware", 900.0, 400.0, 0)];
+        let refs: Vec<&PeerRun> = runs.iter().collect();
+        assert!(verdict(&refs).contains("**infergate failed 5 of its 10 requests**"), "{}", verdict(&refs));
+        assert!(summary(&runs).contains("| – |"), "no ratio is claimed: {}", summary(&runs));
     }
 
     #[test]

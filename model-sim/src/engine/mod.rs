@@ -244,7 +244,7 @@ impl Engine {
         let duration = self.profile.step_seconds(self.running.len(), prefill_tokens) + extra;
         let end = now + duration;
         if self.kv_events.is_some() {
-            self.publish_step_kv_events(&chunks, end);
+            self.log_step_kv_events(&chunks, end);
         }
         self.busy_seconds += duration * self.reported_time_scale;
         let scale = self.reported_time_scale;
@@ -274,10 +274,11 @@ impl Engine {
         Some(Step { duration, events })
     }
 
-    /// The step's KV events, at its end: the blocks evicted to admit its requests, then
-    /// the prompt blocks its prefill chunks complete (a block the cache already held,
-    /// found at admission, was stored by whoever computed it).
-    fn publish_step_kv_events(&mut self, chunks: &[u32], end: f64) {
+    /// Logs the step's KV events, at its end: the blocks evicted to admit its requests,
+    /// then the prompt blocks its prefill chunks complete (a block the cache already
+    /// held, found at admission, was stored by whoever computed it; a transferred
+    /// prompt's blocks are stored when its one computed token is).
+    fn log_step_kv_events(&mut self, chunks: &[u32], end: f64) {
         let Some(log) = &mut self.kv_events else { return };
         log.push(end, KvEventKind::Removed, self.kv.take_evicted(), None);
         let block = self.profile.block_size.max(1) as usize;
@@ -287,7 +288,8 @@ impl Engine {
             }
             let before = (run.request.prompt_tokens - run.prefill_left) as usize;
             let after = before + chunk as usize;
-            let first = (before / block).max(run.allocation.hit_blocks as usize);
+            let hit = run.allocation.hit_blocks as usize;
+            let first = if run.request.kv_transferred { hit } else { (before / block).max(hit) };
             let last = (after / block).min(run.allocation.hashed.len());
             let stored = run.allocation.hashed.get(first..last).unwrap_or_default().to_vec();
             let parent = first.checked_sub(1).and_then(|i| run.allocation.hashed.get(i)).copied();

@@ -149,7 +149,7 @@ async fn drive(
             let request =
                 SimRequest::from_text(next_id, now - s.waited_s, &s.prompt, s.output_tokens, s.adapter, block_size);
             if noting {
-                tokens.note(&s.prompt, &request.block_hashes, block_size, request.adapter.as_deref());
+                tokens.note(next_id, &s.prompt, &request.block_hashes, block_size, request.adapter.as_deref());
             }
             engine.submit(if s.kv_transferred { request.with_transferred_kv() } else { request });
             listeners.insert(next_id, s.events);
@@ -168,6 +168,14 @@ async fn drive(
                         Some(query) = queries.recv() => answer(&engine, query),
                     }
                 }
+                // The step's KV events first: a request that finishes in the step that
+                // stores its last blocks still has their token ids noted.
+                if let Some(publisher) = &publisher {
+                    let unix_s = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    publisher.publish(&mut block_tokens, engine.take_kv_events(), block_size, unix_s);
+                }
                 for event in step.events {
                     let (id, done) = match event {
                         EngineEvent::FirstToken { id, .. } | EngineEvent::Token { id, .. } => (id, false),
@@ -178,15 +186,10 @@ async fn drive(
                     }
                     if done {
                         listeners.remove(&id);
+                        block_tokens.finished(id);
                     }
                 }
                 publish(&engine, &published, virtual_now());
-                if let Some(publisher) = &publisher {
-                    let unix_s = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64());
-                    publisher.publish(&mut block_tokens, engine.take_kv_events(), block_size, unix_s);
-                }
             }
             None => {
                 publish(&engine, &published, now);

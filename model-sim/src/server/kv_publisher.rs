@@ -1,7 +1,8 @@
 //! A pod's KV events on the wire vLLM 0.32 publishes them on (`--kv-events-config` with
 //! the `zmq` publisher, `vllm/distributed/kv_events.py`): a ZeroMQ PUB socket bound to
 //! the endpoint, each batch a three-part message (topic, an 8-byte big-endian sequence
-//! number, a MessagePack `KVEventBatch`). The batch is an array `[ts, events]`; each
+//! number, a MessagePack `KVEventBatch`). The batch is an array `[ts, events, rank]`,
+//! the data-parallel rank null as vLLM sends it for one engine; each
 //! event a map tagged by `type`: `BlockStored` (the run's block hashes, its parent, the
 //! token ids of its blocks, the block size, `lora_id`, `medium`, `lora_name`) or
 //! `BlockRemoved` (the hashes, `medium`). Routers that index exact caches (vllm-router's
@@ -37,26 +38,54 @@ enum WireEvent {
 /// Where vLLM keeps these blocks.
 const MEDIUM: Option<&str> = Some("GPU");
 
-/// The token ids of each full prompt block the pod has been asked to compute, by its
-/// hash, until its removal is published: a store event carries them.
+/// A block a store event may name: its token ids and adapter, how many unfinished
+/// requests hold it, and whether the cache holds it (stored, not yet removed).
+#[derive(Debug)]
+struct KnownBlock {
+    tokens: Vec<u32>,
+    adapter: Option<String>,
+    requests: u32,
+    cached: bool,
+}
+
+/// The token ids of every full prompt block a store event may name, by its hash: those
+/// of the blocks of every unfinished request, and of every block cached. A block is
+/// forgotten once neither holds it, so a block evicted while a request waits is still
+/// known when that request computes it again.
 #[derive(Debug, Default)]
 pub struct BlockTokens {
-    blocks: HashMap<u64, (Vec<u32>, Option<String>)>,
+    blocks: HashMap<u64, KnownBlock>,
+    /// Each unfinished request's blocks.
+    requests: HashMap<u64, Vec<u64>>,
 }
 
 impl BlockTokens {
-    /// Notes the blocks of a submitted prompt (`hashes`: its full blocks' chain).
-    pub fn note(&mut self, prompt: &[u8], hashes: &[u64], block_size: u32, adapter: Option<&str>) {
+    /// Notes the blocks of submitted request `id` (`hashes`: its prompt's full blocks).
+    pub fn note(&mut self, id: u64, prompt: &[u8], hashes: &[u64], block_size: u32, adapter: Option<&str>) {
         let block_bytes = block_size as usize * CHARS_PER_TOKEN;
         for (i, hash) in hashes.iter().enumerate() {
-            self.blocks.entry(*hash).or_insert_with(|| {
+            let block = self.blocks.entry(*hash).or_insert_with(|| {
                 let bytes = prompt.get(i * block_bytes..(i + 1) * block_bytes).unwrap_or_default();
-                (token_ids(bytes), adapter.map(String::from))
+                KnownBlock { tokens: token_ids(bytes), adapter: adapter.map(String::from), requests: 0, cached: false }
             });
+            block.requests += 1;
+        }
+        self.requests.insert(id, hashes.to_vec());
+    }
+
+    /// Request `id` finished: its blocks are kept only while cached.
+    pub fn finished(&mut self, id: u64) {
+        for hash in self.requests.remove(&id).unwrap_or_default() {
+            if let Some(block) = self.blocks.get_mut(&hash) {
+                block.requests = block.requests.saturating_sub(1);
+                if block.requests == 0 && !block.cached {
+                    self.blocks.remove(&hash);
+                }
+            }
         }
     }
 
-    /// The engine's events as vLLM sends them; a removed block is forgotten.
+    /// The engine's events as vLLM sends them.
     fn wire(&mut self, events: Vec<KvEvent>, block_size: u32) -> Vec<WireEvent> {
         let mut out = Vec::new();
         for event in events {
@@ -65,9 +94,10 @@ impl BlockTokens {
                     let mut tokens = Vec::new();
                     let mut lora_name = None;
                     for hash in &event.hashes {
-                        if let Some((ids, adapter)) = self.blocks.get(hash) {
-                            tokens.extend_from_slice(ids);
-                            lora_name.clone_from(adapter);
+                        if let Some(block) = self.blocks.get_mut(hash) {
+                            block.cached = true;
+                            tokens.extend_from_slice(&block.tokens);
+                            lora_name.clone_from(&block.adapter);
                         }
                     }
                     if tokens.len() != event.hashes.len() * block_size as usize {
@@ -89,7 +119,12 @@ impl BlockTokens {
                 }
                 KvEventKind::Removed => {
                     for hash in &event.hashes {
-                        self.blocks.remove(hash);
+                        if let Some(block) = self.blocks.get_mut(hash) {
+                            block.cached = false;
+                            if block.requests == 0 {
+                                self.blocks.remove(hash);
+                            }
+                        }
                     }
                     out.push(WireEvent::BlockRemoved { block_hashes: event.hashes, medium: MEDIUM });
                 }
@@ -140,8 +175,7 @@ impl KvPublisher {
         if wire.is_empty() {
             return;
         }
-        // `[ts, events, data_parallel_rank]`, the rank null as vLLM sends it.
-        match rmp_serde::to_vec_named(&(ts, wire, None::<u32>)) {
+        match encode(ts, wire) {
             Ok(payload) => {
                 let _ = self.batches.send(payload);
             }
@@ -150,23 +184,33 @@ impl KvPublisher {
     }
 }
 
+/// A batch as vLLM encodes it: `[ts, events, data_parallel_rank]`, the rank null.
+fn encode(ts: f64, events: Vec<WireEvent>) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+    rmp_serde::to_vec_named(&(ts, events, None::<u32>))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn stored(hashes: &[u64]) -> KvEvent {
+        KvEvent { at: 1.0, kind: KvEventKind::Stored, hashes: hashes.to_vec(), parent: None }
+    }
+
+    fn removed(hashes: &[u64]) -> KvEvent {
+        KvEvent { at: 1.0, kind: KvEventKind::Removed, hashes: hashes.to_vec(), parent: None }
+    }
+
     #[test]
-    fn a_batch_is_an_array_of_the_time_and_tagged_maps() {
+    fn a_batch_is_an_array_of_the_time_the_tagged_maps_and_the_rank() {
         let mut tokens = BlockTokens::default();
         let prompt = vec![b'a'; 64 * 2];
-        tokens.note(&prompt, &[11, 22], 16, None);
-        let events = vec![
-            KvEvent { at: 1.0, kind: KvEventKind::Stored, hashes: vec![11, 22], parent: None },
-            KvEvent { at: 1.0, kind: KvEventKind::Removed, hashes: vec![11], parent: None },
-        ];
-        let wire = tokens.wire(events, 16);
-        let bytes = rmp_serde::to_vec_named(&(5.5, wire)).expect("encodes");
+        tokens.note(1, &prompt, &[11, 22], 16, None);
+        let wire = tokens.wire(vec![stored(&[11, 22]), removed(&[11])], 16);
+        let bytes = encode(5.5, wire).expect("encodes");
         let value: serde_json::Value = rmp_serde::from_slice(&bytes).expect("decodes");
         assert_eq!(value[0], 5.5);
+        assert!(value[2].is_null(), "the data-parallel rank");
         let stored = &value[1][0];
         assert_eq!(stored["type"], "BlockStored");
         assert_eq!(stored["block_hashes"], serde_json::json!([11, 22]));
@@ -175,6 +219,23 @@ mod tests {
         assert_eq!(stored["medium"], "GPU");
         assert!(stored["parent_block_hash"].is_null());
         assert_eq!(value[1][1]["type"], "BlockRemoved");
-        assert!(!tokens.blocks.contains_key(&11) && tokens.blocks.contains_key(&22), "removed blocks are forgotten");
+    }
+
+    #[test]
+    fn a_block_evicted_while_its_request_waits_is_still_known_when_computed_again() {
+        let mut tokens = BlockTokens::default();
+        let prompt = vec![b'a'; 64 * 2];
+        tokens.note(1, &prompt, &[11, 22], 16, None);
+        tokens.wire(vec![stored(&[11, 22])], 16);
+        tokens.finished(1);
+        // Request 2 arrives holding the cached blocks; they are evicted before it runs.
+        tokens.note(2, &prompt, &[11, 22], 16, None);
+        tokens.wire(vec![removed(&[11, 22])], 16);
+        let again = tokens.wire(vec![stored(&[11, 22])], 16);
+        assert!(matches!(&again[..], [WireEvent::BlockStored { token_ids, .. }] if token_ids.len() == 32), "{again:?}");
+        // Finished and evicted: forgotten.
+        tokens.finished(2);
+        tokens.wire(vec![removed(&[11, 22])], 16);
+        assert!(tokens.blocks.is_empty() && tokens.requests.is_empty());
     }
 }

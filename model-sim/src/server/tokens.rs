@@ -1,8 +1,10 @@
 //! The token ids a pod reports for a prompt, where a router asks for them (the render
 //! endpoints) or reads them (KV events). model-sim has no tokenizer: a token is
-//! [`CHARS_PER_TOKEN`] bytes of prompt text, as everywhere in infergate, and its id is
-//! those bytes read as a little-endian number, within SmolLM2's vocabulary. Equal text
-//! at an equal position gives equal ids, which is all prefix matching needs.
+//! [`CHARS_PER_TOKEN`] bytes of prompt text, as everywhere in infergate, and its id a
+//! hash of those bytes within SmolLM2's vocabulary. Equal text at an equal position
+//! gives equal ids, which is all prefix matching needs.
+
+use xxhash_rust::xxh64::xxh64;
 
 use crate::engine::CHARS_PER_TOKEN;
 
@@ -11,16 +13,7 @@ const VOCABULARY: u32 = 49_152;
 
 /// One id per started [`CHARS_PER_TOKEN`] bytes of `prompt`.
 pub fn token_ids(prompt: &[u8]) -> Vec<u32> {
-    prompt
-        .chunks(CHARS_PER_TOKEN)
-        .map(|chunk| {
-            let mut word = [0u8; 4];
-            for (slot, byte) in word.iter_mut().zip(chunk) {
-                *slot = *byte;
-            }
-            u32::from_le_bytes(word) % VOCABULARY
-        })
-        .collect()
+    prompt.chunks(CHARS_PER_TOKEN).map(|chunk| (xxh64(chunk, 0) % u64::from(VOCABULARY)) as u32).collect()
 }
 
 #[cfg(test)]
