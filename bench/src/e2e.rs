@@ -428,18 +428,73 @@ async fn send(client: &reqwest::Client, url: &str, request: &BenchRequest, sessi
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(String::from);
         let (served_by, decision) = (header(SERVED_BY), header(DECISION));
         let mut first = None;
-        while let Ok(Some(_chunk)) = response.chunk().await {
-            first.get_or_insert_with(Instant::now);
+        let mut events = SseEvents::default();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            if first.is_none() && events.data_in(&chunk) {
+                first = Some(Instant::now());
+            }
         }
         Some((first, first.map(|_| Instant::now()), served_by, decision))
     };
     tokio::time::timeout(REQUEST_TIMEOUT, attempt).await.ok().flatten().unwrap_or((None, None, None, None))
 }
 
+/// Where a stream's first token is: the first server-sent event carrying data. A gateway
+/// may send comments first (`: keep-alive`; smg does after 15 s of silence, so that an
+/// idle-timeout proxy does not cut a stream waiting on a long prefill): those are no
+/// token.
+#[derive(Debug, Default)]
+struct SseEvents {
+    /// The start of the line being read, while it may still be `data:`.
+    partial: Vec<u8>,
+    /// Inside a line that is known to be no `data:` line.
+    other_line: bool,
+}
+
+impl SseEvents {
+    /// Whether `chunk` holds a `data:` line (or the start of one); a line may be cut
+    /// across chunks.
+    fn data_in(&mut self, chunk: &[u8]) -> bool {
+        for &byte in chunk {
+            if byte == b'\n' || byte == b'\r' {
+                self.partial.clear();
+                self.other_line = false;
+                continue;
+            }
+            if self.other_line {
+                continue;
+            }
+            self.partial.push(byte);
+            if self.partial.starts_with(b"data:") {
+                return true;
+            }
+            if !b"data:".starts_with(&self.partial) {
+                self.partial.clear();
+                self.other_line = true;
+            }
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workloads::CalibrationPlan;
+
+    #[test]
+    fn a_keep_alive_comment_is_no_first_token() {
+        let mut events = SseEvents::default();
+        assert!(!events.data_in(b": keep-alive\n\n"));
+        assert!(!events.data_in(b": keep-alive\n\nda"), "a data line cut after two bytes");
+        assert!(events.data_in(b"ta: {\"choices\":[]}\n\n"), "the rest of it");
+        assert!(SseEvents::default().data_in(b"data: {}\n\n"));
+        assert!(!SseEvents::default().data_in(b"event: ping\n: data: not at a line start\n"));
+        let mut cut = SseEvents::default();
+        assert!(!cut.data_in(b": keep "), "a comment cut in two");
+        assert!(!cut.data_in(b"data: is still the comment\n"));
+        assert!(cut.data_in(b"data: {}\n"));
+    }
 
     /// One conversation of four turns, served by these pods, with these decisions.
     fn conversation(pods: [usize; 4], decisions: [Option<&String>; 4]) -> FollowUps {
